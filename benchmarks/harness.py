@@ -1,0 +1,261 @@
+"""Measurement helpers shared by the benchmark suites.
+
+Machines here are shared and noisy, so every suite compares backends inside one run:
+backends are timed round-robin (`interleaved`), medians are quoted, and achieved bandwidth is
+set beside the streaming bandwidth measured in the same process (`stream_bandwidth`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+# glibc serves allocations >= 32 MB with a fresh mmap that is page-faulted on every call;
+# keeping them on the heap (and never trimming it) makes repeated runs measure the kernel,
+# not the kernel plus first-touch page faults.
+MALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "17179869184"}
+
+# Tolerances for comparing a compiled backend against eager, per output dtype.
+TOLERANCES = {
+    torch.float64: dict(rtol=1e-7, atol=1e-7),
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.float16: dict(rtol=1e-3, atol=1e-3),
+    torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+}
+
+if str(REPO_ROOT) not in sys.path:  # lets an uninstalled checkout's brrr_compiler import
+    sys.path.append(str(REPO_ROOT))
+
+
+def malloc_env_is_set() -> bool:
+    return all(os.environ.get(k) == v for k, v in MALLOC_ENV.items())
+
+
+def ensure_malloc_env() -> None:
+    """Re-exec this script with MALLOC_ENV set, unless it already is."""
+    if malloc_env_is_set():
+        return
+    if os.environ.get("BRRR_BENCH_REEXEC"):  # exec'd once already: never loop
+        raise RuntimeError(f"could not set {MALLOC_ENV} by re-exec")
+    env = dict(os.environ, **MALLOC_ENV, BRRR_BENCH_REEXEC="1")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def malloc_env_statement() -> str:
+    settings = " ".join(f"{k}={v}" for k, v in MALLOC_ENV.items())
+    state = "set" if malloc_env_is_set() else "NOT set"
+    return f"glibc malloc env {settings}: {state} for the whole process"
+
+
+def stream_bandwidth(nbytes: int = 256 << 20, rounds: int = 11) -> float:
+    """Streaming bandwidth in bytes/s: median over `rounds` of one `dst.copy_(src)`.
+
+    Each copy counts 2*nbytes (read src + write dst).
+    """
+    n = nbytes // 4
+    src = torch.ones(n, dtype=torch.float32)
+    dst = torch.empty(n, dtype=torch.float32)
+    times = time_fn(dst.copy_, (src,), warmup=2, iters=rounds)
+    return 2 * n * 4 / statistics.median(times)
+
+
+def _read_cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _read_l3_size() -> str:
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "3":
+                return (index / "size").read_text().strip()
+        except OSError:
+            continue
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    for line in out.splitlines():
+        if line.startswith("L3 cache:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def machine_info() -> dict:
+    return {
+        "cpu": _read_cpu_model(),
+        "cores": len(os.sched_getaffinity(0)),
+        "l3": _read_l3_size(),
+        "torch": torch.__version__,
+        "torch threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+    }
+
+
+def _sync(args) -> None:
+    if torch.cuda.is_available() and any(
+        isinstance(a, torch.Tensor) and a.is_cuda for a in args
+    ):
+        torch.cuda.synchronize()
+
+
+def time_fn(fn: Callable, args, warmup: int = 1, iters: int = 5) -> list[float]:
+    """Seconds per call for each of `iters` calls, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn(*args)
+    _sync(args)
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn(*args)
+        _sync(args)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def interleaved(
+    fns: dict[str, Callable], args, rounds: int = 10, iters: int = 3
+) -> dict[str, list[float]]:
+    """Time every fn round-robin; per fn, the mean seconds per call of each round."""
+    for fn in fns.values():
+        time_fn(fn, args, warmup=1, iters=0)
+    per_round: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            per_round[name].append(statistics.fmean(time_fn(fn, args, 0, iters)))
+    return per_round
+
+
+def describe_error(exc: BaseException, limit: int = 120) -> str:
+    """One line naming the innermost cause (Dynamo wraps backend errors)."""
+    while (inner := getattr(exc, "inner_exception", None) or exc.__cause__) is not None:
+        exc = inner
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def resolve_backend(name: str):
+    """A backend name for torch.compile; brrr from the checkout if it is not installed."""
+    if name == "brrr" and name not in torch._dynamo.list_backends(exclude_tags=()):
+        from brrr_compiler.backend import brrr_backend
+
+        return brrr_backend
+    return name
+
+
+def max_abs_error(out, ref) -> float:
+    outs, refs = torch.utils._pytree.tree_leaves(out), torch.utils._pytree.tree_leaves(ref)
+    errs = [
+        (o.double() - r.double()).abs().max().item()
+        for o, r in zip(outs, refs)
+        if isinstance(o, torch.Tensor) and o.shape == r.shape and o.numel()
+    ]
+    return max(errs, default=float("nan"))
+
+
+def _check_close(out, ref) -> None:
+    leaves = torch.utils._pytree.tree_leaves(ref)
+    dtype = next((t.dtype for t in leaves if isinstance(t, torch.Tensor)), torch.float32)
+    torch.testing.assert_close(out, ref, **TOLERANCES.get(dtype, {}))
+
+
+def compile_backends(
+    fn: Callable, args, backends=("eager", "inductor", "brrr"), options=None
+) -> tuple[dict[str, Callable], dict[str, str]]:
+    """Compile `fn` with each backend, run it once on `args` and check it against eager.
+
+    `options` maps a backend name to its torch.compile options. Returns the callables that
+    compiled and matched eager, and a status line for every backend: "ok (max err ...)",
+    "failed: <error>" or "mismatch: <error>". The first call (compilation) happens here.
+    """
+    ref = fn(*args)
+    fns, status = {}, {}
+    for name in backends:
+        if name == "eager":
+            fns[name], status[name] = fn, "ok (reference)"
+            continue
+        try:
+            opts = dict((options or {}).get(name) or {}) or None
+            compiled = torch.compile(fn, backend=resolve_backend(name), options=opts)
+            out = compiled(*args)
+        except Exception as exc:  # a broken backend must not stop the suite
+            status[name] = f"failed: {describe_error(exc)}"
+            continue
+        err = max_abs_error(out, ref)
+        try:
+            _check_close(out, ref)
+        except AssertionError:
+            status[name] = f"mismatch: max err {err:.2e}"
+            continue
+        fns[name], status[name] = compiled, f"ok (max err {err:.1e})"
+    return fns, status
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join(" --- " for _ in columns) + "|",
+    ]
+    lines += ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def machine_markdown(extra: dict | None = None) -> str:
+    """A bullet list of machine_info, extra facts and the malloc env statement."""
+    facts = {**machine_info(), **(extra or {})}
+    lines = [f"- {k}: {v}" for k, v in facts.items()]
+    lines.append(f"- {malloc_env_statement()}")
+    return "\n".join(lines)
+
+
+def command_line() -> str:
+    return " ".join(["python"] + sys.argv)
+
+
+def suite_parser(doc: str, backends: str, workloads: str, out: str) -> argparse.ArgumentParser:
+    """The options every suite shares: --size, --backends, --workloads, --out."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--size", type=int, default=4096, help="inputs are NxN (default 4096)")
+    p.add_argument("--backends", default=backends, help=f"comma-separated ({backends})")
+    p.add_argument("--workloads", default=workloads, help="comma-separated")
+    p.add_argument("--out", default=out, help="file name under results/")
+    return p
+
+
+def report(title: str, facts: dict, table: str, notes: list[str]) -> str:
+    """A result file: title, command line, machine facts, the table, then notes."""
+    parts = [f"# {title}", f"Command: `{command_line()}`", machine_markdown(facts), table]
+    return "\n\n".join(parts + notes) + "\n"
+
+
+def publish(name: str, text: str) -> Path:
+    """Print a result and write it to results/<name>."""
+    print(text)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / name
+    path.write_text(text)
+    print(f"wrote {path}", file=sys.stderr)
+    return path

@@ -1,0 +1,98 @@
+"""The driver: the one place that names the pipeline's stages in order.
+
+    Dynamo FX graph
+      -> capture      (AOTAutograd: functional ATen forward/backward graphs)
+      -> passes       (ATen -> ATen, passes.PIPELINE)
+      -> partition    (FusionPlan, decided by the fusion policy)
+      -> lower        (one Kernel IR per group)
+      -> codegen      (one C++ translation unit per graph)
+      -> runtime      (build, load, and an FX runner calling kernels and ATen in order)
+"""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+import passes
+from brrr_compiler import debug
+from brrr_compiler.capture import aot_backend
+from brrr_compiler.codegen import cpp
+from brrr_compiler.config import Config, build_config
+from brrr_compiler.log import logger, warn_once
+from brrr_compiler.lower.group import lower_group
+from brrr_compiler.partition import partition, policy_from_option
+from brrr_compiler.report import GraphReport, KernelReport
+from brrr_compiler.runtime.kernels import build_kernels
+from brrr_compiler.runtime.runner import boxed, build_runner
+
+_graph_ids = itertools.count()
+
+
+def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sink=None):
+    """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`."""
+    cfg = build_config(options)
+
+    def compiler(kind: str):
+        def compile_fn(aten_gm, aten_inputs):
+            return compile_graph(aten_gm, cfg, kind, _sink)
+        return compile_fn
+
+    return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"))(
+        gm, example_inputs)
+
+
+def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
+    """Compile one functional ATen graph into a boxed callable."""
+    name = f"graph{next(_graph_ids)}_{kind}"
+    debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
+    gm = passes.run_pipeline(gm, cfg.passes)
+    debug.dump(cfg.debug_dir, name, "aten_after.py", gm.code)
+    plan = partition(gm, policy_from_option(cfg.fusion), cfg.max_kernel_args)
+    debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
+    kernels, specs = lower_plan(plan)
+    threads = cfg.num_threads or torch.get_num_threads()
+    compiled, source = build_kernels(kernels, specs, cfg, threads)
+    runner = build_runner(plan, compiled)
+    debug.dump(cfg.debug_dir, name, "kernels.cpp", source)
+    debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
+    report = graph_report(name, kind, plan, compiled, source, runner.code)
+    logger.info("%s", report)
+    if sink is not None:
+        sink.append(report)
+    return boxed(runner)
+
+
+def lower_plan(plan):
+    """Kernel IR for every group that lowers; a group that does not runs through ATen."""
+    kernels, specs = {}, {}
+    for g in plan.groups:
+        try:
+            k = lower_group(g, g.name)
+            cpp.kernel_source(k, 1)          # a printer gap shows up here, not at build
+        except NotImplementedError as err:
+            warn_once(f"lower-{err}", f"{err}; that group runs through ATen instead")
+            continue
+        kernels[g.id] = k
+        specs[g.id] = [_spec(o) for o in g.outputs]
+    return kernels, specs
+
+
+def _spec(node) -> tuple:
+    val = node.meta["val"]
+    return tuple(val.shape), tuple(val.stride()), val.dtype
+
+
+def graph_report(name, kind, plan, compiled, source, runner_code) -> GraphReport:
+    kernels = [KernelReport(compiled[g.id].name,
+                            [_op_name(n) for n in g.nodes], [n.name for n in g.nodes],
+                            list(g.domain))
+               for g in plan.groups if g.id in compiled]
+    grouped = {n for g in plan.groups if g.id in compiled for n in g.nodes}
+    aten_nodes = [(n.name, _op_name(n)) for n in plan.graph.graph.nodes
+                  if n.op == "call_function" and n not in grouped]
+    return GraphReport(name, kind, kernels, aten_nodes, list(plan.decisions), source, runner_code)
+
+
+def _op_name(node) -> str:
+    return str(node.target).replace("aten::", "aten.")

@@ -1,0 +1,61 @@
+"""Capture: Dynamo's FX graph to functional ATen graphs through AOTAutograd.
+
+AOTAutograd traces forward and backward with FakeTensors (so every node carries
+`meta["val"]`), functionalizes mutations, applies the decomposition table below, and
+splits the joint graph with torch's min-cut partitioner, which recomputes cheap
+pointwise producers in the backward instead of saving them.
+
+The decomposition table is chosen for fusion: composite activations and helpers become
+the pointwise primitives the op table knows, so their pieces fuse with neighbours;
+matmuls, convolutions and attention are not decomposed and run as library calls.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch._decomp import get_decompositions
+
+aten = torch.ops.aten
+
+FUSION_DECOMPOSITIONS = [
+    aten.gelu, aten.gelu_backward, aten.silu, aten.silu_backward,
+    aten.sigmoid_backward, aten.tanh_backward, aten.softplus, aten.softplus_backward,
+    aten.hardtanh, aten.hardtanh_backward, aten.hardsigmoid, aten.hardsigmoid_backward,
+    aten.hardswish, aten.hardswish_backward, aten.leaky_relu, aten.leaky_relu_backward,
+    aten.elu, aten.elu_backward, aten.mish, aten.mish_backward, aten.threshold,
+    aten.threshold_backward, aten.addcmul, aten.addcdiv, aten.lerp, aten.logit,
+    aten.logit_backward, aten.masked_fill, aten.nan_to_num, aten.xlogy, aten.square,
+    aten.relu6, aten.celu, aten.selu, aten.rsub, aten.log_sigmoid_forward,
+    aten.log_sigmoid_backward, aten.mse_loss, aten.mse_loss_backward, aten.huber_loss,
+    aten.smooth_l1_loss, aten.sgn, aten.deg2rad, aten.rad2deg, aten.sinc, aten.hypot,
+    aten.logaddexp, aten.logaddexp2, aten.fill, aten.zero, aten.clamp_min, aten.clamp_max,
+    aten.softshrink, aten.hardshrink, aten.lerp_,
+]
+
+
+def decomposition_table() -> dict:
+    """ATen overload -> python decomposition, for the ops listed above."""
+    table = get_decompositions(FUSION_DECOMPOSITIONS)
+    # clamp_min/clamp_max are primitives to brrr; only their composite overloads go
+    for op in (aten.clamp_min.default, aten.clamp_max.default):
+        table.pop(op, None)
+    return table
+
+
+def aot_backend(fw_compiler: Callable, bw_compiler: Callable, inference_compiler: Callable):
+    """A Dynamo backend that runs AOTAutograd and hands ATen graphs to the compilers.
+
+    Each compiler receives (GraphModule, example_inputs) and returns a boxed callable.
+    """
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(
+        fw_compiler=fw_compiler,
+        bw_compiler=bw_compiler,
+        inference_compiler=inference_compiler,
+        decompositions=decomposition_table(),
+        partition_fn=min_cut_rematerialization_partition,
+        keep_inference_input_mutations=True,
+    )

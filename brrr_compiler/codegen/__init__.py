@@ -1,0 +1,1 @@
+"""Code generation: kernel IR -> source text (C++; Triton later)."""

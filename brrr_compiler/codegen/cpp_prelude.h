@@ -1,0 +1,87 @@
+// brrr C++ prelude: scalar helpers shared by every generated translation unit.
+// No system headers beyond <stdint.h>: <cmath> alone costs ~100 ms of compile time.
+#include <stdint.h>
+#include <string.h>
+
+#define BRRR_MATH1(name)                      \
+  BRRR_SIMD float name##f(float);             \
+  BRRR_SIMD double name(double);
+#define BRRR_MATH2(name)                      \
+  BRRR_SIMD float name##f(float, float);      \
+  BRRR_SIMD double name(double, double);
+
+#ifdef BRRR_LIBMVEC
+// glibc's libmvec provides vector variants of these; declaring them `declare simd`
+// lets gcc vectorize loops that call them without -ffast-math.
+#define BRRR_SIMD _Pragma("omp declare simd notinbranch")
+#else
+#define BRRR_SIMD
+#endif
+
+extern "C" {
+BRRR_MATH1(exp) BRRR_MATH1(exp2) BRRR_MATH1(expm1) BRRR_MATH1(log) BRRR_MATH1(log1p)
+BRRR_MATH1(log2) BRRR_MATH1(log10) BRRR_MATH1(sin) BRRR_MATH1(cos) BRRR_MATH1(tan)
+BRRR_MATH1(tanh) BRRR_MATH1(sinh) BRRR_MATH1(cosh) BRRR_MATH1(asin) BRRR_MATH1(acos)
+BRRR_MATH1(atan) BRRR_MATH1(asinh) BRRR_MATH1(acosh) BRRR_MATH1(atanh) BRRR_MATH1(erf)
+BRRR_MATH1(erfc) BRRR_MATH2(pow) BRRR_MATH2(atan2)
+float fmodf(float, float);
+double fmod(double, double);
+}
+
+// fp16 values live in registers as float; storage is _Float16 (gcc >= 12 on x86-64).
+typedef _Float16 brrr_half;
+
+static inline float brrr_bf16_to_f32(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline uint16_t brrr_f32_to_bf16(float f) {
+  // round to nearest even; NaN stays a quiet NaN
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return f != f ? (uint16_t)0x7FC0 : (uint16_t)rounded;
+}
+
+static inline float brrr_round_bf16(float f) { return brrr_bf16_to_f32(brrr_f32_to_bf16(f)); }
+static inline float brrr_round_f16(float f) { return (float)(brrr_half)f; }
+
+// maximum/minimum propagate NaN from either side, like torch.maximum/minimum
+template <typename T> static inline T brrr_maximum(T a, T b) {
+  return a != a ? a : (b != b ? b : (a < b ? b : a));
+}
+template <typename T> static inline T brrr_minimum(T a, T b) {
+  return a != a ? a : (b != b ? b : (b < a ? b : a));
+}
+template <typename T> static inline T brrr_sign(T x) { return (T)((T(0) < x) - (x < T(0))); }
+template <typename T> static inline T brrr_abs(T x) { return x < T(0) ? -x : x; }
+static inline float brrr_abs(float x) { return __builtin_fabsf(x); }
+static inline double brrr_abs(double x) { return __builtin_fabs(x); }
+template <typename T> static inline bool brrr_isinf(T x) { return false; }
+static inline bool brrr_isinf(float x) { return __builtin_fabsf(x) == __builtin_inff(); }
+static inline bool brrr_isinf(double x) { return __builtin_fabs(x) == __builtin_inf(); }
+template <typename T> static inline bool brrr_signbit(T x) { return x < T(0); }
+static inline bool brrr_signbit(float x) { return __builtin_signbit(x); }
+static inline bool brrr_signbit(double x) { return __builtin_signbit(x); }
+
+// Python-style floor division and remainder on floats, with ATen's rounding fix-ups
+static inline float brrr_fmod(float a, float b) { return fmodf(a, b); }
+static inline double brrr_fmod(double a, double b) { return fmod(a, b); }
+template <typename T> static inline T brrr_floordiv(T a, T b) {
+  if (b == 0) return a / b;
+  T mod = brrr_fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= T(1);
+  if (div == 0) return __builtin_copysign(T(0), a / b);
+  T fl = __builtin_floor(div);
+  return div - fl > T(0.5) ? fl + T(1) : fl;
+}
+template <typename T> static inline T brrr_remainder(T a, T b) {
+  T mod = brrr_fmod(a, b);
+  return (mod != 0 && (b < 0) != (mod < 0)) ? mod + b : mod;
+}
+
+static inline int64_t brrr_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }

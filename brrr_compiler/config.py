@@ -1,0 +1,87 @@
+"""brrr's configuration: one frozen dataclass, built once at the entry point.
+
+Sources, later ones winning: defaults, `BRRR_*` environment variables, and the
+`options={...}` dict given to `torch.compile`. The result is handed down explicitly;
+nothing deeper in the pipeline reads the environment.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+
+def default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "brrr")
+
+
+@dataclass(frozen=True)
+class Config:
+    # fusion policy: "greedy" (fuse everything legal), "none", or a policy object
+    fusion: Any = "greedy"
+    # where built kernels live (content-hash cache)
+    cache_dir: str = field(default_factory=default_cache_dir)
+    # if set, per-graph dumps of ATen graphs, fusion groups and generated source go here
+    debug_dir: str | None = None
+    # C++ compiler; None means $CXX, then g++, then c++, then clang++
+    cxx: str | None = None
+    # OpenMP threads for generated kernels; 0 means torch.get_num_threads()
+    num_threads: int = 0
+    # code generation target: "cpp" (CPU), later "triton"
+    target: str = "cpp"
+    # names of graph passes to run, in order; None runs passes.PIPELINE
+    passes: tuple[str, ...] | None = None
+    # refuse groups with more distinct buffer arguments than this
+    max_kernel_args: int = 48
+    # check at run time that ATen fallbacks return the strides the compiler assumed
+    check_strides: bool = False
+
+    def replace(self, **changes: Any) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+
+_ENV = {
+    "BRRR_FUSION": ("fusion", str),
+    "BRRR_CACHE_DIR": ("cache_dir", str),
+    "BRRR_DEBUG_DIR": ("debug_dir", str),
+    "BRRR_CXX": ("cxx", str),
+    "BRRR_NUM_THREADS": ("num_threads", int),
+    "BRRR_TARGET": ("target", str),
+    "BRRR_CHECK_STRIDES": ("check_strides", lambda v: v not in ("", "0", "false", "False")),
+}
+
+
+def valid_keys() -> list[str]:
+    return sorted(f.name for f in fields(Config))
+
+
+def build_config(options: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Build the Config from the environment and `options`; unknown option keys raise."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for var, (key, conv) in _ENV.items():
+        if environ.get(var):
+            values[key] = conv(environ[var])
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(valid_keys()))
+    if unknown:
+        raise ValueError(
+            f"brrr: unknown option(s) {unknown}; valid options are: {', '.join(valid_keys())}"
+        )
+    values.update(options)
+    if values.get("passes") is not None:
+        values["passes"] = tuple(values["passes"])
+    cfg = Config(**values)
+    _validate(cfg)
+    return cfg
+
+
+def _validate(cfg: Config) -> None:
+    if isinstance(cfg.fusion, str) and cfg.fusion not in ("greedy", "none"):
+        raise ValueError(f"brrr: option fusion={cfg.fusion!r}; expected 'greedy', 'none' or a policy object")
+    if cfg.target not in ("cpp",):
+        raise ValueError(f"brrr: option target={cfg.target!r}; expected 'cpp'")
+    if cfg.num_threads < 0:
+        raise ValueError("brrr: option num_threads must be >= 0")

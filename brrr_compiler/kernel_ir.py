@@ -1,0 +1,108 @@
+"""The kernel IR: one loop nest over an iteration domain with an SSA body of scalar ops.
+
+A Kernel reads and writes flat buffers at sympy index expressions over its loop
+variables (sizes and strides, broadcasts and views already folded in). Its body is a
+list of Stmt in SSA form, one value per statement. Several readers walk the same IR:
+the C++ printer, the byte/flop counter, and the reference evaluator used in tests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import sympy
+import torch
+
+# scalar ops and their arity; "load", "store", "const" and "cast" are structural
+UNARY = frozenset({
+    "neg", "abs", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos",
+    "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+    "erf", "erfc", "sigmoid", "sqrt", "rsqrt", "reciprocal", "relu", "sign", "floor",
+    "ceil", "trunc", "round", "frac", "isnan", "isinf", "signbit", "logical_not",
+    "bitwise_not",
+})
+BINARY = frozenset({
+    "add", "sub", "mul", "truediv", "floordiv", "truncdiv", "maximum", "minimum",
+    "pow", "atan2", "fmod", "remainder", "copysign", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+})
+TERNARY = frozenset({"where"})
+STRUCTURAL = frozenset({"load", "store", "const", "cast"})
+
+
+def arity(op: str) -> int:
+    if op in UNARY:
+        return 1
+    if op in BINARY:
+        return 2
+    if op in TERNARY:
+        return 3
+    raise KeyError(f"unknown scalar op {op!r}")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A kernel argument: a flat array of `dtype`, read (input) or written (output)."""
+    name: str
+    dtype: torch.dtype
+    is_output: bool
+    origin: str            # the FX node whose tensor this is
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """`out = op(args)`; loads/stores name a buffer and an index; const holds `value`."""
+    out: Optional[str]
+    dtype: torch.dtype
+    op: str
+    args: tuple[str, ...] = ()
+    buffer: Optional[str] = None
+    index: Optional[sympy.Expr] = None
+    value: Any = None
+
+
+@dataclass
+class Kernel:
+    name: str
+    origins: list[str]                 # "name = aten.op(args)" lines of the fused nodes
+    loop_vars: list[sympy.Symbol]      # outermost first
+    ranges: list[sympy.Expr]           # extent of each loop variable
+    buffers: list[Buffer]
+    body: list[Stmt]
+    size_vars: list[sympy.Symbol] = field(default_factory=list)   # runtime size arguments
+
+    @property
+    def inputs(self) -> list[Buffer]:
+        return [b for b in self.buffers if not b.is_output]
+
+    @property
+    def outputs(self) -> list[Buffer]:
+        return [b for b in self.buffers if b.is_output]
+
+    def numel(self) -> sympy.Expr:
+        return sympy.Mul(*self.ranges) if self.ranges else sympy.Integer(1)
+
+    def accesses(self) -> list[Stmt]:
+        return [s for s in self.body if s.op in ("load", "store")]
+
+    def __str__(self) -> str:
+        loops = ", ".join(f"{v} < {r}" for v, r in zip(self.loop_vars, self.ranges))
+        lines = [f"kernel {self.name} over [{loops}]"]
+        for s in self.body:
+            lines.append("  " + format_stmt(s))
+        return "\n".join(lines)
+
+
+def format_stmt(s: Stmt) -> str:
+    dt = str(s.dtype).replace("torch.", "")
+    if s.op == "load":
+        return f"{s.out}: {dt} = load {s.buffer}[{s.index}]"
+    if s.op == "store":
+        return f"store {s.buffer}[{s.index}] = {s.args[0]}"
+    if s.op == "const":
+        return f"{s.out}: {dt} = const {s.value!r}"
+    return f"{s.out}: {dt} = {s.op}({', '.join(s.args)})"
+
+
+def loop_symbol(i: int) -> sympy.Symbol:
+    return sympy.Symbol(f"i{i}", integer=True, nonnegative=True)

@@ -1,0 +1,1 @@
+"""Lowering: fusion groups -> kernel IR."""

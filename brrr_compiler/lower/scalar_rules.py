@@ -1,0 +1,270 @@
+"""Scalar rules: one ATen pointwise op -> scalar IR statements, with eager's dtype rules.
+
+Each node's result dtype comes from its FakeTensor (`meta["val"]`), so type promotion is
+eager's by construction. Arithmetic runs in the op-math dtype (float16/bfloat16 compute
+in float32, like ATen's CPU kernels); comparisons run in the promoted dtype of their
+inputs; explicit casts (`_to_copy`, `convert_element_type`) really round, so
+`x.to(bfloat16).float()` loses the bits it loses in eager.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import torch
+
+from brrr_compiler.kernel_ir import Stmt
+
+aten = torch.ops.aten
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+class V(NamedTuple):
+    """An SSA value: its name and logical dtype."""
+    name: str
+    dtype: torch.dtype
+
+
+def opmath(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+class Body:
+    """Emits SSA statements, numbering values and sharing constants."""
+
+    def __init__(self):
+        self.stmts: list[Stmt] = []
+        self._consts: dict = {}
+
+    def emit(self, op: str, dtype: torch.dtype, args=(), **kw) -> V:
+        name = f"v{len(self.stmts)}"
+        self.stmts.append(Stmt(name, dtype, op, tuple(a.name for a in args), **kw))
+        return V(name, dtype)
+
+    def store(self, buffer: str, index, value: V) -> None:
+        self.stmts.append(Stmt(None, value.dtype, "store", (value.name,), buffer, index))
+
+    def const(self, value, dtype: torch.dtype) -> V:
+        if dtype.is_floating_point:
+            value = float(value)
+        elif dtype is torch.bool:
+            value = bool(value)
+        else:
+            value = int(value)
+        key = (repr(value), dtype)
+        if key not in self._consts:
+            self._consts[key] = self.emit("const", dtype, value=value)
+        return self._consts[key]
+
+    def cast(self, v, dtype: torch.dtype) -> V:
+        if not isinstance(v, V):
+            return self.const(v, dtype)
+        return v if v.dtype == dtype else self.emit("cast", dtype, (v,))
+
+
+class Ctx(NamedTuple):
+    node: torch.fx.Node
+    a: dict            # the op's arguments by schema name; tensors already lowered to V
+    b: Body
+
+    @property
+    def out(self) -> torch.dtype:
+        return self.node.meta["val"].dtype
+
+    @property
+    def cdt(self) -> torch.dtype:
+        return opmath(self.out)
+
+
+def normalized(node: torch.fx.Node) -> dict:
+    """The node's arguments by schema name (`self`, `other`, ...), defaults filled in."""
+    schema = node.target._schema
+    out = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args) and not arg.kwarg_only:
+            out[arg.name] = node.args[i]
+        elif arg.name in node.kwargs:
+            out[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            out[arg.name] = arg.default_value
+    return out
+
+
+def _first(a: dict, *names):
+    for n in names:
+        if n in a:
+            return a[n]
+    raise KeyError(names)
+
+
+# ---- rule helpers ----------------------------------------------------------------------
+
+def unary(op: str) -> Callable:
+    def rule(c: Ctx) -> V:
+        x = c.b.cast(_first(c.a, "self", "a", "input"), c.cdt)
+        return c.b.emit(op, c.cdt, (x,))
+    return rule
+
+
+def binary(op: str) -> Callable:
+    def rule(c: Ctx) -> V:
+        x = c.b.cast(c.a["self"], c.cdt)
+        y = c.b.cast(_first(c.a, "other", "exponent"), c.cdt)
+        return c.b.emit(op, c.cdt, (x, y))
+    return rule
+
+
+def _alpha(c: Ctx, v: V) -> V:
+    alpha = c.a.get("alpha")
+    if alpha is None or alpha == 1:
+        return v
+    return c.b.emit("mul", c.cdt, (v, c.b.const(alpha, c.cdt)))
+
+
+def add_sub(op: str) -> Callable:
+    def rule(c: Ctx) -> V:
+        x, y = c.a["self"], c.a["other"]
+        if c.node.target in (aten.rsub.Scalar, aten.rsub.Tensor):
+            x, y = y, x
+        x, y = c.b.cast(x, c.cdt), _alpha(c, c.b.cast(y, c.cdt))
+        return c.b.emit(op, c.cdt, (x, y))
+    return rule
+
+
+def div(c: Ctx) -> V:
+    x, y = c.b.cast(c.a["self"], c.cdt), c.b.cast(c.a["other"], c.cdt)
+    mode = c.a.get("rounding_mode")
+    if mode == "floor":
+        return c.b.emit("floordiv", c.cdt, (x, y))
+    q = c.b.emit("truediv", c.cdt, (x, y))
+    return c.b.emit("trunc", c.cdt, (q,)) if mode == "trunc" else q
+
+
+def compare(op: str) -> Callable:
+    def rule(c: Ctx) -> V:
+        x, y = c.a["self"], c.a["other"]
+        dt = opmath(torch.result_type(*(_promo_arg(c.node, k, c.a) for k in ("self", "other"))))
+        return c.b.emit(op, torch.bool, (c.b.cast(x, dt), c.b.cast(y, dt)))
+    return rule
+
+
+def _promo_arg(node, name: str, a: dict):
+    """A stand-in for argument `name` for torch.result_type (rank matters, not values)."""
+    v = a[name]
+    if not isinstance(v, V):
+        return v
+    val = normalized(node)[name].meta["val"]
+    return torch.empty((1,) * val.dim(), dtype=val.dtype, device="meta")
+
+
+def logical(op: str) -> Callable:
+    def rule(c: Ctx) -> V:
+        args = [c.b.cast(c.a[k], torch.bool) for k in ("self", "other") if k in c.a]
+        return c.b.emit(op, torch.bool, tuple(args))
+    return rule
+
+
+def predicate(op: str) -> Callable:
+    def rule(c: Ctx) -> V:
+        x = c.a["self"]
+        return c.b.emit(op, torch.bool, (c.b.cast(x, opmath(x.dtype)),))
+    return rule
+
+
+def bitwise_not(c: Ctx) -> V:
+    x = c.b.cast(c.a["self"], c.cdt)
+    return c.b.emit("logical_not" if c.cdt is torch.bool else "bitwise_not", c.cdt, (x,))
+
+
+def where(c: Ctx) -> V:
+    cond = c.b.cast(c.a["condition"], torch.bool)
+    x, y = c.b.cast(c.a["self"], c.cdt), c.b.cast(c.a["other"], c.cdt)
+    return c.b.emit("where", c.cdt, (cond, x, y))
+
+
+def clamp(c: Ctx) -> V:
+    x = c.b.cast(c.a["self"], c.cdt)
+    lo, hi = c.a.get("min"), c.a.get("max")
+    if c.node.target in (aten.clamp_max.default, aten.clamp_max.Tensor):
+        lo, hi = None, c.a["max"]
+    if lo is not None:
+        x = c.b.emit("maximum", c.cdt, (x, c.b.cast(lo, c.cdt)))
+    if hi is not None:
+        x = c.b.emit("minimum", c.cdt, (x, c.b.cast(hi, c.cdt)))
+    return x
+
+
+def relu(c: Ctx) -> V:
+    x = c.b.cast(c.a["self"], c.cdt)
+    return c.b.emit("maximum", c.cdt, (x, c.b.const(0, c.cdt)))
+
+
+def copy(c: Ctx) -> V:
+    return c.b.cast(_first(c.a, "self", "a"), c.out)
+
+
+def constant(c: Ctx) -> V:
+    t = c.node.target
+    if t in (aten.zeros_like.default, aten.zeros.default):
+        value = 0
+    elif t in (aten.ones_like.default, aten.ones.default):
+        value = 1
+    else:
+        value = _first(c.a, "fill_value", "s")
+    rounded = torch.tensor(value, dtype=c.out).item()
+    return c.b.const(rounded, c.cdt)
+
+
+def power(c: Ctx) -> V:
+    if c.node.target is aten.pow.Scalar:
+        base = c.b.cast(c.a["self"], c.cdt)
+        return c.b.emit("pow", c.cdt, (base, c.b.cast(c.a["exponent"], c.cdt)))
+    x, e = c.b.cast(c.a["self"], c.cdt), c.a["exponent"]
+    if isinstance(e, V):
+        return c.b.emit("pow", c.cdt, (x, c.b.cast(e, c.cdt)))
+    return _pow_scalar(c, x, e)
+
+
+def _pow_scalar(c: Ctx, x: V, e) -> V:
+    """ATen's special cases for a scalar exponent, so results match it bit for bit."""
+    b, dt = c.b, c.cdt
+    if e == 0:
+        return b.const(1, dt)
+    if e == 1:
+        return x
+    if e in (2, 3, -2):
+        sq = b.emit("mul", dt, (x, x))
+        if e == 3:
+            return b.emit("mul", dt, (sq, x))
+        return b.emit("reciprocal", dt, (sq,)) if e == -2 else sq
+    special = {0.5: "sqrt", -0.5: "rsqrt", -1: "reciprocal"}
+    if e in special:
+        return b.emit(special[e], dt, (x,))
+    return b.emit("pow", dt, (x, b.const(e, dt)))
+
+
+RULES: dict[str, Callable[[Ctx], V]] = {
+    "add": add_sub("add"), "sub": add_sub("sub"), "mul": binary("mul"), "div": div,
+    "maximum": binary("maximum"), "minimum": binary("minimum"), "atan2": binary("atan2"),
+    "fmod": binary("fmod"), "remainder": binary("remainder"), "copysign": binary("copysign"),
+    "bitwise_and": binary("bitwise_and"), "bitwise_or": binary("bitwise_or"),
+    "bitwise_xor": binary("bitwise_xor"), "bitwise_not": bitwise_not,
+    "clamp": clamp, "clamp_min": clamp, "clamp_max": clamp, "relu": relu,
+    "where": where, "copy": copy, "constant": constant, "pow": power,
+    "logical_and": logical("logical_and"), "logical_or": logical("logical_or"),
+    "logical_xor": logical("logical_xor"), "logical_not": logical("logical_not"),
+    "isnan": predicate("isnan"), "isinf": predicate("isinf"), "signbit": predicate("signbit"),
+}
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
+    RULES[_op] = compare(_op)
+for _op in ("neg", "abs", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin",
+            "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
+            "atanh", "erf", "erfc", "sigmoid", "sqrt", "rsqrt", "reciprocal", "sign", "floor",
+            "ceil", "trunc", "round", "frac"):
+    RULES[_op] = unary(_op)
+
+
+def lower_node(node: torch.fx.Node, args: dict[str, Any], body: Body, scalar: str) -> V:
+    """Emit the statements computing `node` from its (already lowered) arguments."""
+    if scalar not in RULES:
+        raise NotImplementedError(f"brrr: no scalar rule for {scalar!r} ({node.target})")
+    return RULES[scalar](Ctx(node, args, body))

@@ -1,0 +1,168 @@
+"""The op table: one place that says what each ATen op is to brrr.
+
+Every ATen overload maps to an OpInfo: its kind (pointwise, view, reduction, library,
+fallback), the scalar op the lowering emits for it, and its cost per output element in
+"flop-equivalents" (an add is 1; a transcendental function costs what a vectorized libm
+call costs relative to an add). The partitioner, the lowering and the cost model all
+read this table; nobody keeps a second list. Ops not listed are FALLBACK: they run
+through ATen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Optional
+
+import torch
+
+aten = torch.ops.aten
+
+
+class Kind(Enum):
+    POINTWISE = "pointwise"   # elementwise on broadcast inputs: fusible
+    VIEW = "view"             # a strided view of its input: free, index remapping only
+    REDUCTION = "reduction"   # reduces over dims
+    LIBRARY = "library"       # compute-bound, runs in a vendor library through ATen
+    FALLBACK = "fallback"     # anything else: runs through ATen
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    kind: Kind
+    scalar: str = ""          # name of the scalar op in the kernel IR (pointwise only)
+    cost: float = 1.0         # flop-equivalents per output element
+    # extra condition on the node for it to be fusible (e.g. float-only ops)
+    accepts: Optional[Callable[[torch.fx.Node], bool]] = None
+
+
+def _out_dtype(node) -> Optional[torch.dtype]:
+    val = node.meta.get("val")
+    return getattr(val, "dtype", None)
+
+
+def _float_out(node) -> bool:
+    dt = _out_dtype(node)
+    return dt is not None and dt.is_floating_point
+
+
+# cost constants, in flop-equivalents per element
+ADD = 1.0
+DIV = 4.0
+SQRT = 4.0
+TRANSCENDENTAL = 20.0
+EXPENSIVE = 40.0
+
+TABLE: dict = {}
+
+
+def _pw(ops, scalar, cost=ADD, accepts=None):
+    for op in ops:
+        TABLE[op] = OpInfo(Kind.POINTWISE, scalar, cost, accepts)
+
+
+def _kind(ops, kind, cost=0.0):
+    for op in ops:
+        TABLE[op] = OpInfo(kind, "", cost)
+
+
+# --- pointwise: arithmetic ------------------------------------------------------------
+_pw([aten.add.Tensor, aten.add.Scalar], "add")
+_pw([aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar, aten.rsub.Tensor], "sub")
+_pw([aten.mul.Tensor, aten.mul.Scalar], "mul")
+# integer division by zero traps in C++ where ATen raises: integer division stays in ATen
+_pw([aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode],
+    "div", DIV, _float_out)
+_pw([aten.neg.default], "neg")
+_pw([aten.abs.default], "abs")
+_pw([aten.reciprocal.default], "reciprocal", DIV, _float_out)
+_pw([aten.maximum.default], "maximum")
+_pw([aten.minimum.default], "minimum")
+_pw([aten.clamp.default, aten.clamp.Tensor], "clamp", 2 * ADD)
+_pw([aten.clamp_min.default, aten.clamp_min.Tensor], "clamp_min")
+_pw([aten.clamp_max.default, aten.clamp_max.Tensor], "clamp_max")
+_pw([aten.relu.default], "relu")
+_pw([aten.sign.default, aten.sgn.default], "sign", 2 * ADD)
+_pw([aten.floor.default], "floor")
+_pw([aten.ceil.default], "ceil")
+_pw([aten.trunc.default], "trunc")
+_pw([aten.round.default], "round")
+_pw([aten.frac.default], "frac", 2 * ADD)
+_pw([aten.fmod.Tensor, aten.fmod.Scalar], "fmod", TRANSCENDENTAL, _float_out)
+_pw([aten.remainder.Tensor, aten.remainder.Scalar], "remainder", DIV * 2, _float_out)
+_pw([aten.copysign.Tensor, aten.copysign.Scalar], "copysign", ADD, _float_out)
+
+# --- pointwise: transcendental ----------------------------------------------------------
+for _name in ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
+              "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+              "erf", "erfc"):
+    _pw([getattr(aten, _name).default], _name, TRANSCENDENTAL)
+_pw([aten.sigmoid.default], "sigmoid", TRANSCENDENTAL + DIV)
+_pw([aten.sqrt.default], "sqrt", SQRT)
+_pw([aten.rsqrt.default], "rsqrt", SQRT + DIV)
+_pw([aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar], "pow", EXPENSIVE,
+    _float_out)
+_pw([aten.atan2.default], "atan2", EXPENSIVE)
+
+# --- pointwise: comparisons, logic, selection -----------------------------------------
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _pw([getattr(aten, _name).Tensor, getattr(aten, _name).Scalar], _name)
+_pw([aten.logical_and.default], "logical_and")
+_pw([aten.logical_or.default], "logical_or")
+_pw([aten.logical_xor.default], "logical_xor")
+_pw([aten.logical_not.default], "logical_not")
+_pw([aten.bitwise_and.Tensor, aten.bitwise_and.Scalar], "bitwise_and")
+_pw([aten.bitwise_or.Tensor, aten.bitwise_or.Scalar], "bitwise_or")
+_pw([aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar], "bitwise_xor")
+_pw([aten.bitwise_not.default], "bitwise_not")
+_pw([aten.isnan.default], "isnan")
+_pw([aten.isinf.default], "isinf")
+_pw([aten.where.self], "where")
+_pw([aten.signbit.default], "signbit")
+
+# --- pointwise: dtype casts and constants ---------------------------------------------
+_pw([aten._to_copy.default, aten.clone.default, aten.lift_fresh_copy.default,
+     torch.ops.prims.convert_element_type.default], "copy", 0.0)
+_pw([aten.full.default, aten.scalar_tensor.default, aten.full_like.default,
+     aten.zeros_like.default, aten.ones_like.default, aten.zeros.default, aten.ones.default],
+    "constant", 0.0)
+
+# --- views: strided windows on their input --------------------------------------------
+_kind([aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+       aten.permute.default, aten.t.default, aten.transpose.int, aten.expand.default,
+       aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims,
+       aten.slice.Tensor, aten.select.int, aten.alias.default, aten.as_strided.default,
+       aten.unfold.default, aten.diagonal.default, aten.narrow.default],
+      Kind.VIEW)
+
+# --- reductions (fused by the reductions work; run through ATen until then) -----------
+_kind([aten.sum.dim_IntList, aten.sum.default, aten.mean.dim, aten.mean.default,
+       aten.amax.default, aten.amin.default, aten.prod.dim_int, aten.prod.default,
+       aten.var.correction, aten.var_mean.correction, aten.argmax.default,
+       aten.argmin.default, aten.logsumexp.default, aten.any.dim, aten.any.dims,
+       aten.any.default, aten.all.dim, aten.all.default, aten.max.dim, aten.min.dim],
+      Kind.REDUCTION)
+
+# --- compute-bound library calls ------------------------------------------------------
+_kind([aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+       aten.convolution.default, aten.convolution_backward.default,
+       aten._scaled_dot_product_flash_attention_for_cpu.default,
+       aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+       aten.scaled_dot_product_attention.default, aten.matmul.default],
+      Kind.LIBRARY)
+
+FALLBACK_INFO = OpInfo(Kind.FALLBACK)
+
+
+def info(target) -> OpInfo:
+    """The OpInfo for an FX node target; unknown targets are FALLBACK."""
+    return TABLE.get(target, FALLBACK_INFO)
+
+
+def kind_of(node: torch.fx.Node) -> Kind:
+    """The kind of a call_function node, taking the op's extra conditions into account."""
+    if node.op != "call_function":
+        return Kind.FALLBACK
+    op = info(node.target)
+    if op.accepts is not None and not op.accepts(node):
+        return Kind.FALLBACK
+    return op.kind

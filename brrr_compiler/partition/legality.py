@@ -1,0 +1,139 @@
+"""Legality: which nodes may live in a generated kernel, and which merges are allowed.
+
+Legality never asks the cost model; the policy decides only among legal merges.
+A merge of two groups is legal when
+  1. no path leaves the pair and comes back (it would make a cycle between kernels),
+  2. every node whose value leaves the merged group has the same shape (the kernel's
+     iteration domain: each stored value is written once per domain point),
+  3. the kernel's buffer arguments stay within the configured limit.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from brrr_compiler import ops
+from brrr_compiler.ops import Kind
+
+aten = torch.ops.aten
+
+SUPPORTED_DTYPES = frozenset({
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+    torch.int16, torch.int32, torch.int64, torch.bool,
+})
+
+# views whose index map is affine: they may live inside a kernel
+AFFINE_VIEWS = frozenset({
+    aten.permute.default, aten.t.default, aten.transpose.int, aten.expand.default,
+    aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims,
+    aten.slice.Tensor, aten.select.int, aten.alias.default, aten.view.default,
+    aten._unsafe_view.default, aten.reshape.default,
+})
+RESHAPES = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
+
+
+def tensor_val(node):
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _plain_tensor(val) -> bool:
+    return (val is not None and val.dtype in SUPPORTED_DTYPES and val.device.type == "cpu"
+            and val.layout == torch.strided and not val.is_quantized
+            and all(isinstance(s, int) for s in (*val.shape, *val.stride())))
+
+
+def _args_ok(node: torch.fx.Node) -> bool:
+    for a in node.all_input_nodes:
+        if not _plain_tensor(tensor_val(a)):
+            return False
+    return True
+
+
+def _only_unit_dims_change(node) -> bool:
+    """A reshape that only inserts or removes size-1 dims keeps an affine index map."""
+    src = [s for s in tensor_val(node.args[0]).shape if s != 1]
+    dst = [s for s in tensor_val(node).shape if s != 1]
+    return len(src) == len(dst) and all(a == b for a, b in zip(src, dst))
+
+
+def fusible(node: torch.fx.Node) -> bool:
+    """May `node` be computed inside a generated kernel?"""
+    if node.op != "call_function" or not _plain_tensor(tensor_val(node)):
+        return False
+    kind = ops.kind_of(node)
+    if kind is Kind.POINTWISE:
+        return _args_ok(node) and not _has_mutable_kwargs(node)
+    if kind is Kind.VIEW and node.target in AFFINE_VIEWS:
+        if node.target in RESHAPES and not _only_unit_dims_change(node):
+            return False
+        return _args_ok(node)
+    return False
+
+
+def _has_mutable_kwargs(node) -> bool:
+    # _to_copy/clone with a non-default memory_format or pin_memory are layout requests
+    # the stored output's meta strides already honour; device moves are not fusible
+    dev = node.kwargs.get("device")
+    return dev is not None and torch.device(dev).type != "cpu"
+
+
+def is_view(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and ops.kind_of(node) is Kind.VIEW
+
+
+def shape_of(node) -> tuple:
+    return tuple(tensor_val(node).shape)
+
+
+def stored_nodes(members: set, graph_outputs: set) -> list:
+    """Members whose value is needed outside the group, in graph order."""
+    out = []
+    for n in members:
+        if n in graph_outputs or any(u not in members for u in n.users):
+            out.append(n)
+    return out
+
+
+def creates_cycle(a: set, b: set, order: dict) -> bool:
+    """True if some path from one group to the other passes through an outside node."""
+    both = a | b
+    limit = max(order[n] for n in both)
+    frontier = [u for n in both for u in n.users if u not in both and order[u] < limit]
+    seen = set(frontier)
+    while frontier:
+        n = frontier.pop()
+        for u in n.users:
+            if u in both:
+                return True
+            if u not in seen and order[u] < limit:
+                seen.add(u)
+                frontier.append(u)
+    return False
+
+
+def external_inputs(members: set) -> list:
+    seen, out = set(), []
+    for n in members:
+        for a in n.all_input_nodes:
+            if a not in members and a not in seen:
+                seen.add(a)
+                out.append(a)
+    return out
+
+
+def check_merge(a: set, b: set, order: dict, graph_outputs: set, max_args: int) -> str | None:
+    """None if merging groups `a` and `b` is legal, else the reason it is not."""
+    merged = a | b
+    if creates_cycle(a, b, order):
+        return "illegal: a path through another kernel connects them (cycle)"
+    stored = stored_nodes(merged, graph_outputs)
+    shapes = {shape_of(n) for n in stored}
+    if len(shapes) > 1:
+        return f"illegal: stored values have different shapes {sorted(map(list, shapes))}"
+    if not stored:
+        return None
+    nargs = len(external_inputs(merged)) + len(stored)
+    if nargs > max_args:
+        return f"illegal: {nargs} buffer arguments exceed max_kernel_args={max_args}"
+    return None

@@ -1,0 +1,109 @@
+"""The partitioner: groups fusible ATen nodes into kernels.
+
+Note on the algorithm. Nodes are visited in topological order. Each fusible compute node
+starts as its own group and then proposes a merge with the group of each producer it
+reads, looking through chains of views (a transpose or expand between two pointwise
+ops is index arithmetic, not a kernel boundary). Every proposal is first checked by the
+legality rules (legality.py) and then, if legal, put to the fusion policy; both answers
+are recorded as Decisions. Before the walk, views with several users are duplicated so
+that each copy belongs to exactly one consumer: a view absorbed into one kernel never
+forces a materialized copy for another.
+"""
+from __future__ import annotations
+
+import torch.fx
+
+from brrr_compiler.partition import legality
+from brrr_compiler.partition.plan import Decision, FusionPlan, Group
+from brrr_compiler.partition.policy import FusionPolicy, MergeCandidate
+
+
+def duplicate_shared_views(gm: torch.fx.GraphModule) -> None:
+    """Give every multi-user view node one private copy per user."""
+    for node in list(gm.graph.nodes):
+        if not legality.is_view(node) or len(node.users) < 2:
+            continue
+        for user in list(node.users)[1:]:
+            with gm.graph.inserting_after(node):
+                dup = gm.graph.call_function(node.target, node.args, node.kwargs)
+            dup.meta = dict(node.meta)
+            user.replace_input_with(node, dup)
+    gm.graph.lint()
+
+
+def _graph_outputs(gm) -> frozenset:
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    return frozenset(out.all_input_nodes)
+
+
+def _describe(members) -> str:
+    names = sorted((n.name for n in members), key=len)
+    return "+".join(names[:3]) + ("+..." if len(names) > 3 else "")
+
+
+class _Walk:
+    """State of one partitioning walk over a graph."""
+
+    def __init__(self, gm, policy: FusionPolicy, max_args: int):
+        self.policy, self.max_args = policy, max_args
+        self.order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        self.graph_outputs = _graph_outputs(gm)
+        self.fusible = {n for n in gm.graph.nodes if legality.fusible(n)}
+        self.group_of: dict = {}
+        self.decisions: list[Decision] = []
+
+    def producer_chain(self, arg):
+        """Follow single-user fusible views up to a grouped producer: (producer, views)."""
+        views = []
+        while arg in self.fusible and legality.is_view(arg) and len(arg.users) == 1:
+            views.append(arg)
+            arg = arg.args[0]
+        return (arg, views) if arg in self.group_of else (None, [])
+
+    def visit(self, node) -> None:
+        if node not in self.fusible or legality.is_view(node):
+            return
+        self.group_of[node] = {node}
+        for arg in node.all_input_nodes:
+            producer, views = self.producer_chain(arg)
+            if producer is None or self.group_of[producer] is self.group_of[node]:
+                continue
+            self.try_merge(self.group_of[producer], self.group_of[node] | set(views))
+
+    def try_merge(self, a: set, b: set) -> None:
+        reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args)
+        if reason is not None:
+            self.decisions.append(Decision(_describe(a), _describe(b), False, reason))
+            return
+        merged = a | b
+        candidate = MergeCandidate(
+            frozenset(a), frozenset(b), legality.stored_nodes(merged, self.graph_outputs),
+            legality.external_inputs(merged), self.graph_outputs)
+        verdict = self.policy.decide(candidate)
+        self.decisions.append(Decision(_describe(a), _describe(b), verdict.accept,
+                                       verdict.reason, dict(verdict.metrics)))
+        if verdict.accept:
+            for n in merged:
+                self.group_of[n] = merged
+
+    def groups(self) -> list[Group]:
+        unique = {id(s): s for s in self.group_of.values()}.values()
+        ordered = sorted(unique, key=lambda s: min(self.order[n] for n in s))
+        out = []
+        for i, members in enumerate(ordered):
+            nodes = sorted(members, key=self.order.__getitem__)
+            stored = sorted(legality.stored_nodes(members, self.graph_outputs),
+                            key=self.order.__getitem__)
+            inputs = sorted(legality.external_inputs(members), key=self.order.__getitem__)
+            out.append(Group(i, nodes, stored, inputs, legality.shape_of(stored[0])))
+        return out
+
+
+def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48) -> FusionPlan:
+    """Group the fusible nodes of `gm` (mutated: shared views are duplicated)."""
+    duplicate_shared_views(gm)
+    walk = _Walk(gm, policy, max_args)
+    for node in gm.graph.nodes:
+        walk.visit(node)
+    groups = [g for g in walk.groups() if g.outputs]
+    return FusionPlan(gm, groups, walk.decisions, policy.name)

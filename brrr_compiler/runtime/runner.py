@@ -1,0 +1,104 @@
+"""The runner: an FX GraphModule whose nodes are kernel calls and ATen fallbacks, in order.
+
+FX prints it as plain Python (`runner.code`), frees each value right after its last use
+(`x = None`), and calls it with no interpretation overhead. A kernel call allocates its
+outputs with the strides eager would give them (from the FakeTensors), passes data
+pointers to the compiled C function through ctypes (which releases the GIL), and returns
+the outputs.
+"""
+from __future__ import annotations
+
+import ctypes
+import operator
+from dataclasses import dataclass
+
+import networkx as nx
+import torch
+import torch.fx
+
+
+@dataclass
+class CompiledKernel:
+    group_id: int
+    name: str
+    fn: object                   # ctypes function
+    input_names: list[str]       # FX node names of the kernel's inputs, in argument order
+    out_specs: list[tuple]       # (shape, stride, dtype) per output
+
+
+def bind(lib: ctypes.CDLL, name: str, nbuffers: int):
+    fn = getattr(lib, name)
+    fn.argtypes = [ctypes.c_void_p] * nbuffers
+    fn.restype = None
+    return fn
+
+
+def make_call(kernel: CompiledKernel):
+    """A Python function running one kernel: inputs in, freshly allocated outputs out."""
+    fn, specs = kernel.fn, kernel.out_specs
+    empty = torch.empty_strided
+
+    def call(*inputs):
+        outs = [empty(shape, stride, dtype=dtype) for shape, stride, dtype in specs]
+        fn(*[t.data_ptr() for t in inputs], *[o.data_ptr() for o in outs])
+        return outs
+
+    call.__name__ = call.__qualname__ = kernel.name
+    call.__module__ = "brrr"
+    return call
+
+
+def _units(plan, compiled: dict[int, CompiledKernel]):
+    """Steps to run: ('group', Group) for built kernels, ('node', Node) for ATen."""
+    grouped = {n: g for g in plan.groups if g.id in compiled for n in g.nodes}
+    order = {n: i for i, n in enumerate(plan.graph.graph.nodes)}
+    dag = nx.DiGraph()
+    unit_of = {}
+    for n in plan.graph.graph.nodes:
+        unit = ("group", grouped[n].id) if n in grouped else ("node", n.name)
+        unit_of[n] = unit
+        dag.add_node(unit, first=min(order[n], dag.nodes[unit]["first"]) if unit in dag else order[n])
+    for n in plan.graph.graph.nodes:
+        for a in n.all_input_nodes:
+            if unit_of[a] != unit_of[n]:
+                dag.add_edge(unit_of[a], unit_of[n])
+    return nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"]), grouped
+
+
+def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphModule:
+    """The FX program for `plan`, with groups in `compiled` replaced by kernel calls."""
+    src = plan.graph.graph
+    by_name = {n.name: n for n in src.nodes}
+    groups = {g.id: g for g in plan.groups}
+    units, _ = _units(plan, compiled)
+    graph, env = torch.fx.Graph(), {}
+    for kind, key in units:
+        if kind == "node":
+            node = by_name[key]
+            env[node] = graph.node_copy(node, lambda a: env[a])
+            continue
+        group = groups[key]
+        call = make_call(compiled[key])
+        args = tuple(env[by_name[name]] for name in compiled[key].input_names)
+        res = graph.call_function(call, args)
+        res.name = compiled[key].name
+        for i, out in enumerate(group.outputs):
+            item = graph.call_function(operator.getitem, (res, i))
+            item.name = out.name
+            item.meta = dict(out.meta)
+            env[out] = item
+    return torch.fx.GraphModule(plan.graph, graph)
+
+
+def boxed(gm: torch.fx.GraphModule):
+    """AOTAutograd's boxed calling convention: one list of args, cleared on entry."""
+    forward = gm.forward
+
+    def run(args):
+        a = list(args)
+        args.clear()
+        return forward(*a)
+
+    run._boxed_call = True
+    run.runner = gm
+    return run

@@ -1,0 +1,54 @@
+"""Graph passes: a functional ATen FX graph in, an ATen FX graph out.
+
+The contract. A pass is a plain function `(gm: GraphModule) -> GraphModule`; it may mutate
+`gm` in place and return it. Its input is the graph AOTAutograd hands brrr: every node is a
+placeholder, a `call_function` of a `torch._ops.OpOverload` (or `operator.getitem`), or the
+output, and every value node carries `node.meta["val"]` (a FakeTensor, SymInt, int or a
+tuple of them). Its output keeps that form: ATen targets, `meta["val"]` on every node, the
+same inputs and the same values at the outputs, and no output aliasing a graph input or
+another output that it did not alias before. A pass that changes representation (a plan,
+kernel IR, text) is not a pass but a stage in `brrr_compiler`.
+
+`PIPELINE` lists the passes in the order the driver runs them; `PASSES` names them;
+`run_pipeline` runs all of them or a chosen few, linting and recompiling after each.
+This package imports only torch and the standard library.
+"""
+import logging
+from typing import Callable
+
+from torch.fx import GraphModule
+
+from passes.cse import cse
+from passes.dce import dce
+from passes.remove_noops import remove_noops
+
+Pass = Callable[[GraphModule], GraphModule]
+
+PIPELINE: tuple[Pass, ...] = (remove_noops, cse, dce)
+PASSES: dict[str, Pass] = {p.__name__: p for p in PIPELINE}
+
+# A child of the "brrr" logger that brrr_compiler.log configures.
+logger = logging.getLogger("brrr.passes")
+
+
+def _select(names: tuple[str, ...] | None) -> tuple[Pass, ...]:
+    if names is None:
+        return PIPELINE
+    unknown = [n for n in names if n not in PASSES]
+    if unknown:
+        raise ValueError(f"unknown pass(es) {unknown}; valid names: {sorted(PASSES)}")
+    return tuple(PASSES[n] for n in names)
+
+
+def run_pipeline(gm: GraphModule, names: tuple[str, ...] | None = None) -> GraphModule:
+    """Run PIPELINE (or the named passes, in the given order) on `gm`, linting after each."""
+    for pass_ in _select(names):
+        before = len(gm.graph.nodes)
+        gm = pass_(gm)
+        gm.graph.lint()
+        gm.recompile()
+        logger.debug("pass %s: %d -> %d nodes", pass_.__name__, before, len(gm.graph.nodes))
+    return gm
+
+
+__all__ = ["PASSES", "PIPELINE", "Pass", "cse", "dce", "remove_noops", "run_pipeline"]
