@@ -25,6 +25,7 @@ from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.report import GraphReport, KernelReport
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import boxed, build_runner
+from brrr_compiler.symbolic import shape, size_sources, strides
 
 _graph_ids = itertools.count()
 
@@ -66,10 +67,14 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
 def lower_plan(plan):
     """Kernel IR for every group that lowers; a group that does not runs through ATen."""
     kernels, specs = {}, {}
+    sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
             k = lower_group(g, g.name)
             cpp.kernel_source(k, 1)          # a printer gap shows up here, not at build
+            missing = [s for s in k.size_vars if s not in sources]
+            if missing:
+                raise NotImplementedError(f"brrr: sizes {missing} of {k.name} are not graph inputs")
         except NotImplementedError as err:
             warn_once(f"lower-{err}", f"{err}; that group runs through ATen instead")
             continue
@@ -80,7 +85,7 @@ def lower_plan(plan):
 
 def _spec(node) -> tuple:
     val = node.meta["val"]
-    return tuple(val.shape), tuple(val.stride()), val.dtype
+    return shape(val), strides(val), val.dtype
 
 
 def graph_report(name, kind, plan, compiled, source, runner_code) -> GraphReport:

@@ -111,6 +111,8 @@ def op_expr(s: Stmt, args: list[str], arg_dtypes: list[torch.dtype]) -> str:
     ct = CTYPE[dt]
     if op in _INFIX:
         return f"({args[0]} {_INFIX[op]} {args[1]})"
+    if op == "erf" and dt is not torch.float64:
+        return f"brrr_erff({args[0]})"
     if op in _LIBM:
         return f"{op}{_suffix(dt)}({', '.join(args)})"
     if op in _BUILTIN:

@@ -15,6 +15,7 @@ from brrr_compiler.kernel_ir import Buffer, Kernel, loop_symbol
 from brrr_compiler.lower import indexing
 from brrr_compiler.lower.loops import simplify_loops
 from brrr_compiler.lower.scalar_rules import Body, V, lower_node, normalized
+from brrr_compiler.symbolic import free_size_symbols
 
 
 def describe_node(node: torch.fx.Node) -> str:
@@ -84,7 +85,8 @@ def lower_group(group, name: str) -> Kernel:
     for out in group.outputs:
         low.store(out, tuple(loop_vars))
     buffers = sorted(low.buffers.values(), key=lambda b: (b.is_output, int(b.name.lstrip("inout"))))
+    exprs = domain + [st.index for st in low.body.stmts if st.index is not None]
     kernel = Kernel(name, [describe_node(n) for n in group.nodes], loop_vars, domain,
-                    buffers, low.body.stmts)
+                    buffers, low.body.stmts, free_size_symbols(exprs))
     first_out_strides = indexing.strides(group.outputs[0].meta["val"])
     return simplify_loops(kernel, first_out_strides)

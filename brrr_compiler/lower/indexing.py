@@ -10,22 +10,9 @@ from __future__ import annotations
 import sympy
 import torch
 
+from brrr_compiler.symbolic import shape, strides, to_sympy  # noqa: F401 (re-exported)
+
 aten = torch.ops.aten
-
-
-def to_sympy(x) -> sympy.Expr:
-    """An int or SymInt as a sympy expression."""
-    if isinstance(x, torch.SymInt):
-        return x.node.expr
-    return sympy.Integer(int(x))
-
-
-def shape(val) -> tuple:
-    return tuple(to_sympy(s) for s in val.shape)
-
-
-def strides(val) -> tuple:
-    return tuple(to_sympy(s) for s in val.stride())
 
 
 def broadcast(idx: tuple, in_shape: tuple) -> tuple:
@@ -65,20 +52,22 @@ def view_index(node, idx: tuple, in_shape: tuple, out_shape: tuple) -> tuple:
         return _slice_index(node, idx, in_shape)
     if t is aten.select.int:
         d = _dim(args[1], len(in_shape))
-        i = args[2] + in_shape[d] if args[2] < 0 else args[2]
-        return idx[:d] + (sympy.Integer(i),) + idx[d:]
+        i = to_sympy(args[2])
+        if i.is_number and i < 0:
+            i = i + in_shape[d]
+        return idx[:d] + (i,) + idx[d:]
     return unit_reshape_index(idx, in_shape, out_shape)
 
 
 def _slice_index(node, idx, in_shape):
     args = list(node.args) + [None] * (5 - len(node.args))
     d = _dim(args[1] or 0, len(in_shape))
-    start = args[2] if args[2] is not None else 0
-    step = args[4] if args[4] is not None else 1
+    start = to_sympy(args[2] if args[2] is not None else 0)
+    step = to_sympy(args[4] if args[4] is not None else 1)
     size = in_shape[d]
-    if isinstance(start, int) and start < 0:
+    if start.is_number and start < 0:
         start = start + size
-    start = sympy.Min(sympy.Max(to_sympy(start), 0), size)
+    start = sympy.Min(sympy.Max(start, 0), size)
     res = list(idx)
     res[d] = start + step * idx[d]
     return tuple(res)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from brrr_compiler import ops
+from brrr_compiler import ops, symbolic
 from brrr_compiler.ops import Kind
 
 aten = torch.ops.aten
@@ -39,8 +39,7 @@ def tensor_val(node):
 
 def _plain_tensor(val) -> bool:
     return (val is not None and val.dtype in SUPPORTED_DTYPES and val.device.type == "cpu"
-            and val.layout == torch.strided and not val.is_quantized
-            and all(isinstance(s, int) for s in (*val.shape, *val.stride())))
+            and val.layout == torch.strided and not val.is_quantized)
 
 
 def _args_ok(node: torch.fx.Node) -> bool:
@@ -52,8 +51,8 @@ def _args_ok(node: torch.fx.Node) -> bool:
 
 def _only_unit_dims_change(node) -> bool:
     """A reshape that only inserts or removes size-1 dims keeps an affine index map."""
-    src = [s for s in tensor_val(node.args[0]).shape if s != 1]
-    dst = [s for s in tensor_val(node).shape if s != 1]
+    src = [s for s in shape_of(node.args[0]) if s != 1]
+    dst = [s for s in shape_of(node) if s != 1]
     return len(src) == len(dst) and all(a == b for a, b in zip(src, dst))
 
 
@@ -83,7 +82,7 @@ def is_view(node: torch.fx.Node) -> bool:
 
 
 def shape_of(node) -> tuple:
-    return tuple(tensor_val(node).shape)
+    return symbolic.shape(tensor_val(node))
 
 
 def stored_nodes(members: set, graph_outputs: set) -> list:

@@ -14,8 +14,9 @@ from brrr_compiler.runtime.runner import CompiledKernel, bind
 
 
 def _compiled(kernel: Kernel, lib, group_id: int, out_specs) -> CompiledKernel:
-    fn = bind(lib, kernel.name, len(kernel.buffers))
-    return CompiledKernel(group_id, kernel.name, fn, [b.origin for b in kernel.inputs], out_specs)
+    fn = bind(lib, kernel.name, len(kernel.buffers), len(kernel.size_vars))
+    return CompiledKernel(group_id, kernel.name, fn, [b.origin for b in kernel.inputs], out_specs,
+                          list(kernel.size_vars))
 
 
 def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, num_threads: int):

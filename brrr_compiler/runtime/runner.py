@@ -13,8 +13,11 @@ import operator
 from dataclasses import dataclass
 
 import networkx as nx
+import sympy
 import torch
 import torch.fx
+
+from brrr_compiler.symbolic import size_sources
 
 
 @dataclass
@@ -23,25 +26,45 @@ class CompiledKernel:
     name: str
     fn: object                   # ctypes function
     input_names: list[str]       # FX node names of the kernel's inputs, in argument order
-    out_specs: list[tuple]       # (shape, stride, dtype) per output
+    out_specs: list[tuple]       # (shape, stride, dtype) per output; sympy sizes
+    size_vars: list = None       # sympy symbols passed after the buffers
 
 
-def bind(lib: ctypes.CDLL, name: str, nbuffers: int):
+def bind(lib: ctypes.CDLL, name: str, nbuffers: int, nsizes: int = 0):
     fn = getattr(lib, name)
-    fn.argtypes = [ctypes.c_void_p] * nbuffers
+    fn.argtypes = [ctypes.c_void_p] * nbuffers + [ctypes.c_int64] * nsizes
     fn.restype = None
     return fn
 
 
-def make_call(kernel: CompiledKernel):
-    """A Python function running one kernel: inputs in, freshly allocated outputs out."""
-    fn, specs = kernel.fn, kernel.out_specs
-    empty = torch.empty_strided
+def _static_specs(specs):
+    try:
+        return [(tuple(int(x) for x in sh), tuple(int(x) for x in st), dt) for sh, st, dt in specs]
+    except TypeError:
+        return None
 
-    def call(*inputs):
-        outs = [empty(shape, stride, dtype=dtype) for shape, stride, dtype in specs]
-        fn(*[t.data_ptr() for t in inputs], *[o.data_ptr() for o in outs])
-        return outs
+
+def make_call(kernel: CompiledKernel):
+    """A Python function running one kernel: inputs (then sizes) in, new outputs out."""
+    fn, nin = kernel.fn, len(kernel.input_names)
+    empty = torch.empty_strided
+    static = _static_specs(kernel.out_specs)
+    if static is not None and not kernel.size_vars:
+        def call(*inputs):
+            outs = [empty(shape, stride, dtype=dtype) for shape, stride, dtype in static]
+            fn(*[t.data_ptr() for t in inputs], *[o.data_ptr() for o in outs])
+            return outs
+    else:
+        layout = sympy.lambdify(kernel.size_vars or [], [[list(sh), list(st)] for sh, st, _ in
+                                                         kernel.out_specs], modules=[{}])
+        dtypes = [dt for _, _, dt in kernel.out_specs]
+
+        def call(*args):
+            inputs, sizes = args[:nin], [int(s) for s in args[nin:]]
+            outs = [empty([int(x) for x in sh], [int(x) for x in st], dtype=dt)
+                    for (sh, st), dt in zip(layout(*sizes), dtypes)]
+            fn(*[t.data_ptr() for t in inputs], *[o.data_ptr() for o in outs], *sizes)
+            return outs
 
     call.__name__ = call.__qualname__ = kernel.name
     call.__module__ = "brrr"
@@ -71,6 +94,7 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
     by_name = {n.name: n for n in src.nodes}
     groups = {g.id: g for g in plan.groups}
     units, _ = _units(plan, compiled)
+    sources = size_sources(src)
     graph, env = torch.fx.Graph(), {}
     for kind, key in units:
         if kind == "node":
@@ -80,6 +104,7 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
         group = groups[key]
         call = make_call(compiled[key])
         args = tuple(env[by_name[name]] for name in compiled[key].input_names)
+        args += tuple(_size_arg(graph, env, sources[s]) for s in compiled[key].size_vars or [])
         res = graph.call_function(call, args)
         res.name = compiled[key].name
         for i, out in enumerate(group.outputs):
@@ -88,6 +113,13 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
             item.meta = dict(out.meta)
             env[out] = item
     return torch.fx.GraphModule(plan.graph, graph)
+
+
+def _size_arg(graph, env, source):
+    node, dim = source
+    if dim is None:
+        return env[node]
+    return graph.call_function(torch.ops.aten.sym_size.int, (env[node], dim))
 
 
 def boxed(gm: torch.fx.GraphModule):

@@ -1,0 +1,52 @@
+"""Sizes as sympy expressions: ints stay numbers, SymInts (dynamic shapes) their symbols.
+
+A leaf module: partition, lowering and runtime all read shapes through it.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+
+def to_sympy(x) -> sympy.Expr:
+    """An int or SymInt as a sympy expression."""
+    if isinstance(x, torch.SymInt):
+        return x.node.expr
+    if isinstance(x, sympy.Basic):
+        return x
+    return sympy.Integer(int(x))
+
+
+def shape(val) -> tuple:
+    return tuple(to_sympy(s) for s in val.shape)
+
+
+def strides(val) -> tuple:
+    return tuple(to_sympy(s) for s in val.stride())
+
+
+def free_size_symbols(exprs) -> list[sympy.Symbol]:
+    """The size symbols (not loop variables) in `exprs`, sorted by name."""
+    syms = set()
+    for e in exprs:
+        syms |= {s for s in sympy.sympify(e).free_symbols if not s.name.startswith(("i", "t"))}
+    return sorted(syms, key=lambda s: s.name)
+
+
+def size_sources(graph: torch.fx.Graph) -> dict:
+    """symbol -> (placeholder node, dim): where a running graph can read each size.
+
+    dim is None for a SymInt placeholder (the value itself), else a tensor dimension.
+    """
+    found: dict = {}
+    for node in graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt) and isinstance(val.node.expr, sympy.Symbol):
+            found.setdefault(val.node.expr, (node, None))
+        elif isinstance(val, torch.Tensor):
+            for d, s in enumerate(val.shape):
+                if isinstance(s, torch.SymInt) and isinstance(s.node.expr, sympy.Symbol):
+                    found.setdefault(s.node.expr, (node, d))
+    return found
