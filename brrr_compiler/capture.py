@@ -16,6 +16,8 @@ from typing import Callable
 import torch
 from torch._decomp import get_decompositions
 
+from brrr_compiler import decompositions
+
 aten = torch.ops.aten
 
 FUSION_DECOMPOSITIONS = [
@@ -31,15 +33,24 @@ FUSION_DECOMPOSITIONS = [
     aten.smooth_l1_loss, aten.sgn, aten.deg2rad, aten.rad2deg, aten.sinc, aten.hypot,
     aten.logaddexp, aten.logaddexp2, aten.fill, aten.zero, aten.clamp_min, aten.clamp_max,
     aten.softshrink, aten.hardshrink, aten.lerp_,
+    # norms, softmax and losses become reductions + pointwise ops, fused by brrr
+    aten._softmax, aten._log_softmax, aten._softmax_backward_data,
+    aten._log_softmax_backward_data, aten.native_layer_norm, aten.native_layer_norm_backward,
+    aten.native_group_norm, aten.native_group_norm_backward, aten.native_batch_norm,
+    aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
+    aten.logsumexp, aten.var_mean, aten.var, aten.std, aten.rms_norm,
+    aten._fused_rms_norm, aten._fused_rms_norm_backward,
 ]
 
 
 def decomposition_table() -> dict:
     """ATen overload -> python decomposition, for the ops listed above."""
-    table = get_decompositions(FUSION_DECOMPOSITIONS)
+    table = get_decompositions([op for op in FUSION_DECOMPOSITIONS if op is not None])
     # clamp_min/clamp_max are primitives to brrr; only their composite overloads go
     for op in (aten.clamp_min.default, aten.clamp_max.default):
         table.pop(op, None)
+    table.update(decompositions.table())
     return table
 
 

@@ -1,9 +1,13 @@
-"""The kernel IR: one loop nest over an iteration domain with an SSA body of scalar ops.
+"""The kernel IR: loops over an iteration domain with an SSA body of scalar ops.
 
 A Kernel reads and writes flat buffers at sympy index expressions over its loop
-variables (sizes and strides, broadcasts and views already folded in). Its body is a
-list of Stmt in SSA form, one value per statement. Several readers walk the same IR:
-the C++ printer, the byte/flop counter, and the reference evaluator used in tests.
+variables (sizes and strides, broadcasts and views already folded in). For each point
+of its outer domain (`loop_vars`) it runs its phases in order: a scalar phase runs its
+statements once; a loop phase runs them for every point of the reduction domain
+(`reduction_vars`), and its `reduce` statements fold a value into an accumulator whose
+name is visible to later phases. A pointwise kernel is one scalar phase and no
+reduction domain. Statements are SSA, one value each. Several readers walk the same
+IR: the C++ printer, the byte/flop counter, and the reference evaluator used in tests.
 """
 from __future__ import annotations
 
@@ -27,7 +31,9 @@ BINARY = frozenset({
     "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
 })
 TERNARY = frozenset({"where"})
-STRUCTURAL = frozenset({"load", "store", "const", "cast"})
+STRUCTURAL = frozenset({"load", "store", "const", "cast", "reduce", "index"})
+# reduce kinds: Stmt(op="reduce", value=kind, args=(x,)); argmax/argmin fold (value, index)
+REDUCTIONS = frozenset({"sum", "prod", "max", "min", "any", "all", "argmax", "argmin"})
 
 
 def arity(op: str) -> int:
@@ -62,14 +68,34 @@ class Stmt:
 
 
 @dataclass
+class Phase:
+    loop: bool                         # True: runs once per point of the reduction domain
+    body: list[Stmt]
+
+
+@dataclass
 class Kernel:
     name: str
     origins: list[str]                 # "name = aten.op(args)" lines of the fused nodes
-    loop_vars: list[sympy.Symbol]      # outermost first
+    loop_vars: list[sympy.Symbol]      # outer (parallel) domain, outermost first
     ranges: list[sympy.Expr]           # extent of each loop variable
     buffers: list[Buffer]
-    body: list[Stmt]
+    phases: list[Phase]
     size_vars: list[sympy.Symbol] = field(default_factory=list)   # runtime size arguments
+    reduction_vars: list[sympy.Symbol] = field(default_factory=list)
+    reduction_ranges: list[sympy.Expr] = field(default_factory=list)
+
+    @property
+    def body(self) -> list[Stmt]:
+        """All statements, phase after phase."""
+        return [s for p in self.phases for s in p.body]
+
+    @property
+    def is_reduction(self) -> bool:
+        return any(p.loop for p in self.phases)
+
+    def all_vars(self) -> list[sympy.Symbol]:
+        return list(self.loop_vars) + list(self.reduction_vars)
 
     @property
     def inputs(self) -> list[Buffer]:
@@ -83,13 +109,16 @@ class Kernel:
         return sympy.Mul(*self.ranges) if self.ranges else sympy.Integer(1)
 
     def accesses(self) -> list[Stmt]:
-        return [s for s in self.body if s.op in ("load", "store")]
+        """Statements with an index expression (loads, stores, index values)."""
+        return [s for s in self.body if s.index is not None]
 
     def __str__(self) -> str:
         loops = ", ".join(f"{v} < {r}" for v, r in zip(self.loop_vars, self.ranges))
-        lines = [f"kernel {self.name} over [{loops}]"]
-        for s in self.body:
-            lines.append("  " + format_stmt(s))
+        red = ", ".join(f"{v} < {r}" for v, r in zip(self.reduction_vars, self.reduction_ranges))
+        lines = [f"kernel {self.name} over [{loops}]" + (f" reducing [{red}]" if red else "")]
+        for p in self.phases:
+            lines.append("  loop:" if p.loop else "  scalar:")
+            lines += ["    " + format_stmt(s) for s in p.body]
         return "\n".join(lines)
 
 
@@ -101,8 +130,16 @@ def format_stmt(s: Stmt) -> str:
         return f"store {s.buffer}[{s.index}] = {s.args[0]}"
     if s.op == "const":
         return f"{s.out}: {dt} = const {s.value!r}"
+    if s.op == "index":
+        return f"{s.out}: {dt} = index {s.index}"
+    if s.op == "reduce":
+        return f"{s.out}: {dt} = reduce_{s.value}({', '.join(s.args)})"
     return f"{s.out}: {dt} = {s.op}({', '.join(s.args)})"
 
 
 def loop_symbol(i: int) -> sympy.Symbol:
     return sympy.Symbol(f"i{i}", integer=True, nonnegative=True)
+
+
+def reduction_symbol(i: int) -> sympy.Symbol:
+    return sympy.Symbol(f"r{i}", integer=True, nonnegative=True)

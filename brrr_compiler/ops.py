@@ -130,17 +130,26 @@ _pw([aten.full.default, aten.scalar_tensor.default, aten.full_like.default,
 _kind([aten.view.default, aten._unsafe_view.default, aten.reshape.default,
        aten.permute.default, aten.t.default, aten.transpose.int, aten.expand.default,
        aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims,
-       aten.slice.Tensor, aten.select.int, aten.alias.default, aten.as_strided.default,
+       aten.slice.Tensor, aten.select.int, aten.alias.default, aten.detach.default,
+       aten.as_strided.default,
        aten.unfold.default, aten.diagonal.default, aten.narrow.default],
       Kind.VIEW)
 
-# --- reductions (fused by the reductions work; run through ATen until then) -----------
-_kind([aten.sum.dim_IntList, aten.sum.default, aten.mean.dim, aten.mean.default,
-       aten.amax.default, aten.amin.default, aten.prod.dim_int, aten.prod.default,
-       aten.var.correction, aten.var_mean.correction, aten.argmax.default,
-       aten.argmin.default, aten.logsumexp.default, aten.any.dim, aten.any.dims,
-       aten.any.default, aten.all.dim, aten.all.default, aten.max.dim, aten.min.dim],
-      Kind.REDUCTION)
+# --- reductions: the scalar field names the reduce kind ---------------------------------
+def _red(ops_, kind, cost=ADD):
+    for op in ops_:
+        TABLE[op] = OpInfo(Kind.REDUCTION, kind, cost)
+
+
+_red([aten.sum.dim_IntList, aten.sum.default], "sum")
+_red([aten.mean.dim, aten.mean.default], "mean")
+_red([aten.amax.default], "max")
+_red([aten.amin.default], "min")
+_red([aten.prod.dim_int, aten.prod.default], "prod")
+_red([aten.any.dim, aten.any.dims, aten.any.default], "any")
+_red([aten.all.dim, aten.all.default], "all")
+_red([aten.argmax.default], "argmax", 2 * ADD)
+_red([aten.argmin.default], "argmin", 2 * ADD)
 
 # --- compute-bound library calls ------------------------------------------------------
 _kind([aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,

@@ -29,7 +29,7 @@ def free_size_symbols(exprs) -> list[sympy.Symbol]:
     """The size symbols (not loop variables) in `exprs`, sorted by name."""
     syms = set()
     for e in exprs:
-        syms |= {s for s in sympy.sympify(e).free_symbols if not s.name.startswith(("i", "t"))}
+        syms |= {s for s in sympy.sympify(e).free_symbols if not s.name.startswith(("i", "t", "r"))}
     return sorted(syms, key=lambda s: s.name)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import sympy
 import torch
 
+from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
 CTYPE = {
@@ -153,6 +154,8 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:
         rhs = x
     elif s.op == "const":
         rhs = const_literal(s.value, s.dtype)
+    elif s.op == "index":
+        rhs = cexpr(s.index)
     elif s.op == "cast":
         rhs = cast_expr(s.args[0], dtypes[s.args[0]], s.dtype)
     else:
@@ -205,8 +208,14 @@ def _loops(k: Kernel, num_threads: int) -> list[str]:
 def kernel_source(k: Kernel, num_threads: int) -> str:
     head = [f"// {k.name}: fuses {len(k.origins)} ATen node(s)"]
     head += [f"//   {o}" for o in k.origins]
-    head.append("//   domain: [" + ", ".join(str(r) for r in k.ranges) + "]")
-    return "\n".join(head + [signature(k) + " {"] + _loops(k, num_threads) + ["}"]) + "\n"
+    head.append("//   domain: [" + ", ".join(str(r) for r in k.ranges) + "]"
+                + (" reducing [" + ", ".join(str(r) for r in k.reduction_ranges) + "]"
+                   if k.is_reduction else ""))
+    if k.is_reduction:
+        loops = ReductionPrinter(k, CTYPE, stmt_line, cexpr).loops(num_threads, PARALLEL_MIN_NUMEL)
+    else:
+        loops = _loops(k, num_threads)
+    return "\n".join(head + [signature(k) + " {"] + loops + ["}"]) + "\n"
 
 
 def translation_unit(kernels: list[Kernel], num_threads: int) -> str:

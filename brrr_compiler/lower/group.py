@@ -1,20 +1,30 @@
-"""Lowering: a fusion group (ATen nodes) -> a Kernel (loops + SSA body).
+"""Lowering: a fusion group (ATen nodes) -> a Kernel (loops, phases, SSA statements).
 
 Each node is evaluated lazily at the index its consumer needs, memoized per (node,
 index): a pointwise node maps the index to its inputs by broadcasting, an affine view
 by its own index map, and a value from outside the group is loaded from its buffer
-through the strides its FakeTensor records. The group's outputs are stored at the
-loop index, so every output shares the iteration domain.
+through the strides its FakeTensor records.
+
+Note on phases. A group with reductions iterates its outer (kept) dims in parallel and,
+per outer point, runs phases: a node's *level* is the number of reductions on its
+longest path inside the group. Loop phase k walks the reduced dims, computing level-k
+values, folding the level-(k+1) reductions and storing level-k full-shape outputs;
+scalar phase k (after it) computes per-row values of level k+1 (mean = sum / n,
+rstd = rsqrt(var + eps)) that the next loop phase reads. Values computed inside a loop
+phase are recomputed in later loop phases rather than kept (they are per element).
 """
 from __future__ import annotations
 
+import sympy
 import torch
 
 from brrr_compiler import ops
-from brrr_compiler.kernel_ir import Buffer, Kernel, loop_symbol
+from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, loop_symbol, reduction_symbol
 from brrr_compiler.lower import indexing
 from brrr_compiler.lower.loops import simplify_loops
-from brrr_compiler.lower.scalar_rules import Body, V, lower_node, normalized
+from brrr_compiler.lower.reduce_rules import ReductionEmitter
+from brrr_compiler.lower.scalar_rules import Body, Namer, V, lower_node, normalized
+from brrr_compiler.reduction_spec import reduction_spec
 from brrr_compiler.symbolic import free_size_symbols
 
 
@@ -31,12 +41,35 @@ def describe_node(node: torch.fx.Node) -> str:
     return f"{node.name} = {target}({', '.join(args)})"
 
 
+def _levels(group) -> dict:
+    members, level = set(group.nodes), {}
+    for n in group.nodes:
+        deps = [level[a] for a in n.all_input_nodes if a in members]
+        level[n] = max(deps, default=0) + (1 if reduction_spec(n) is not None else 0)
+    return level
+
+
 class _GroupLowering:
-    def __init__(self, group):
+    def __init__(self, group, red_vars):
         self.members = set(group.nodes)
-        self.body = Body()
+        self.level = _levels(group)
+        self.red_vars = set(red_vars)
+        self.namer = Namer()
+        depth = max(self.level.values(), default=0)
+        self.phases = [Phase(False, [])] + [Phase(i % 2 == 0, []) for i in range(2 * depth + 2)]
+        self.bodies = [Body(self.namer, p.body) for p in self.phases]
         self.buffers: dict[torch.fx.Node, Buffer] = {}
         self.memo: dict = {}
+        self.acc: dict = {}
+        self.cur_loop: int | None = None
+        self.reducer = ReductionEmitter(self)
+
+    # phase 0 is the scalar prologue; loop phase k is 1+2k; scalar phase k is 2+2k
+    def loop_body(self, k: int) -> Body:
+        return self.bodies[1 + 2 * k]
+
+    def scalar_body(self, level: int) -> Body:
+        return self.bodies[0] if level == 0 else self.bodies[2 * level]
 
     def buffer(self, node, is_output: bool) -> Buffer:
         if node not in self.buffers:
@@ -46,18 +79,30 @@ class _GroupLowering:
             self.buffers[node] = Buffer(f"{prefix}{count}", dtype, is_output, node.name)
         return self.buffers[node]
 
+    def _is_full(self, idx) -> bool:
+        return any(sympy.sympify(e).free_symbols & self.red_vars for e in idx)
+
+    def target(self, node, idx) -> tuple:
+        """(body to emit into, memo scope) for evaluating `node` at `idx`."""
+        if self._is_full(idx):
+            return self.loop_body(self.cur_loop), ("loop", self.cur_loop)
+        return self.scalar_body(self.level.get(node, 0)), ("scalar",)
+
     def value(self, node, idx: tuple) -> V:
-        key = (node, idx)
+        body, scope = self.target(node, idx)
+        key = (node, idx, scope)
         if key not in self.memo:
-            self.memo[key] = self._compute(node, idx)
+            self.memo[key] = self._compute(node, idx, body)
         return self.memo[key]
 
-    def _compute(self, node, idx: tuple) -> V:
+    def _compute(self, node, idx: tuple, body: Body) -> V:
         val = node.meta["val"]
         if node not in self.members:
             buf = self.buffer(node, is_output=False)
             index = indexing.offset(idx, indexing.strides(val))
-            return self.body.emit("load", val.dtype, buffer=buf.name, index=index)
+            return body.emit("load", val.dtype, buffer=buf.name, index=index)
+        if node in self.acc:
+            return self.reducer.finish(node, body)
         if ops.kind_of(node) is ops.Kind.VIEW:
             src = node.args[0]
             src_idx = indexing.view_index(node, idx, indexing.shape(src.meta["val"]),
@@ -68,25 +113,85 @@ class _GroupLowering:
             if isinstance(a, torch.fx.Node):
                 a = self.value(a, indexing.broadcast(idx, indexing.shape(a.meta["val"])))
             args[name] = a
-        return lower_node(node, args, self.body, ops.info(node.target).scalar)
+        return lower_node(node, args, body, ops.info(node.target).scalar)
 
     def store(self, node, idx: tuple) -> None:
         val = node.meta["val"]
-        v = self.body.cast(self.value(node, idx), val.dtype)
+        body, _ = self.target(node, idx)
+        v = body.cast(self.value(node, idx), val.dtype)
         buf = self.buffer(node, is_output=True)
-        self.body.store(buf.name, indexing.offset(idx, indexing.strides(val)), v)
+        body.store(buf.name, indexing.offset(idx, indexing.strides(val)), v)
+
+
+def _store_index(node, full_idx: tuple, dims: tuple) -> tuple:
+    """The index at which an output of `node`'s shape is stored, per outer point."""
+    shape = indexing.shape(node.meta["val"])
+    if len(shape) == len(full_idx):
+        if all(shape[d] == 1 for d in dims) and dims:
+            return tuple(sympy.Integer(0) if d in dims else i for d, i in enumerate(full_idx))
+        return full_idx
+    return tuple(i for d, i in enumerate(full_idx) if d not in dims)
+
+
+def _is_reduced_output(node, domain, dims) -> bool:
+    shape = indexing.shape(node.meta["val"])
+    return bool(dims) and (len(shape) != len(domain) or all(shape[d] == 1 for d in dims)
+                           and any(domain[d] != 1 for d in dims))
 
 
 def lower_group(group, name: str) -> Kernel:
     """The Kernel computing `group`'s outputs, loops ordered for its first output."""
     domain = [indexing.to_sympy(s) for s in group.domain]
-    loop_vars = [loop_symbol(i) for i in range(len(domain))]
-    low = _GroupLowering(group)
-    for out in group.outputs:
-        low.store(out, tuple(loop_vars))
+    dims = tuple(group.reduced_dims)
+    outer = [d for d in range(len(domain)) if d not in dims]
+    loop_vars = [loop_symbol(k) for k in range(len(outer))]
+    red_vars = [reduction_symbol(k) for k in range(len(dims))]
+    it_o, it_r = iter(loop_vars), iter(red_vars)
+    full_idx = tuple(next(it_r) if d in dims else next(it_o) for d in range(len(domain)))
+    low = _GroupLowering(group, red_vars)
+    for out in group.outputs:            # output buffers in the order the runner allocates
+        low.buffer(out, is_output=True)
+    _emit_phases(low, group, full_idx, domain, dims)
     buffers = sorted(low.buffers.values(), key=lambda b: (b.is_output, int(b.name.lstrip("inout"))))
-    exprs = domain + [st.index for st in low.body.stmts if st.index is not None]
-    kernel = Kernel(name, [describe_node(n) for n in group.nodes], loop_vars, domain,
-                    buffers, low.body.stmts, free_size_symbols(exprs))
-    first_out_strides = indexing.strides(group.outputs[0].meta["val"])
-    return simplify_loops(kernel, first_out_strides)
+    kernel = Kernel(name, [describe_node(n) for n in group.nodes], loop_vars,
+                    [domain[d] for d in outer], buffers, [p for p in low.phases if p.body],
+                    reduction_vars=red_vars, reduction_ranges=[domain[d] for d in dims])
+    exprs = list(domain) + [s.index for s in kernel.body if s.index is not None]
+    kernel.size_vars = free_size_symbols(exprs)
+    first_out = group.outputs[0].meta["val"]
+    out_strides = indexing.strides(first_out)
+    if _is_reduced_output(group.outputs[0], domain, dims) or len(out_strides) != len(domain):
+        out_strides = _outer_strides(group, domain, dims)
+    else:
+        out_strides = [s for d, s in enumerate(out_strides) if d not in dims]
+    return simplify_loops(kernel, out_strides)
+
+
+def _outer_strides(group, domain, dims):
+    """Strides of the kept dims in the first full-shape value the group touches."""
+    for n in group.nodes + group.inputs:
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and indexing.shape(val) == tuple(domain):
+            st = indexing.strides(val)
+            return [s for d, s in enumerate(st) if d not in dims]
+    return [0] * (len(domain) - len(dims))
+
+
+def _emit_phases(low: _GroupLowering, group, full_idx, domain, dims) -> None:
+    depth = max(low.level.values(), default=0)
+    reductions = [n for n in group.nodes if reduction_spec(n) is not None]
+    for out in group.outputs:
+        if _is_reduced_output(out, domain, dims) and low.level[out] == 0:
+            low.store(out, _store_index(out, full_idx, dims))
+    for k in range(depth + 1):
+        low.cur_loop = k
+        for r in reductions:
+            if low.level[r] == k + 1:
+                low.reducer.fold(r, full_idx)
+        for out in group.outputs:
+            if not _is_reduced_output(out, domain, dims) and low.level[out] == k:
+                low.store(out, _store_index(out, full_idx, dims))
+        low.cur_loop = None
+        for out in group.outputs:
+            if _is_reduced_output(out, domain, dims) and low.level[out] == k + (1 if dims else 0):
+                low.store(out, _store_index(out, full_idx, dims))

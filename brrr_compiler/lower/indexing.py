@@ -32,7 +32,7 @@ def _dim(d: int, rank: int) -> int:
 def view_index(node, idx: tuple, in_shape: tuple, out_shape: tuple) -> tuple:
     """The input index that `node` (an affine view) reads for output index `idx`."""
     t, args = node.target, node.args
-    if t in (aten.alias.default,):
+    if t in (aten.alias.default, aten.detach.default):
         return idx
     if t is aten.permute.default:
         res = [None] * len(idx)

@@ -1,16 +1,19 @@
-"""Loop simplification on the kernel IR: order loops for the output, collapse dims.
+"""Loop simplification on the kernel IR: order loops for memory, collapse dims.
 
-Loops are ordered by the first output's strides (largest outermost), so stores walk
-memory forward. Unit-extent loops disappear. Two adjacent loops (a outer, b inner)
-collapse into one when every access is linear in both and a's coefficient equals b's
-times b's extent — then `ca*a + cb*b == cb*(a*nb + b)` and one variable walks both.
-A contiguous 4096x4096 pointwise kernel becomes one loop of 16M iterations.
+Outer loops are ordered by the first output's strides (largest outermost), so stores
+walk memory forward; reduction loops by the strides of the first load that uses them.
+Unit-extent loops disappear. Two adjacent loops of one kind (a outer, b inner) collapse
+into one when every access is linear in both and a's coefficient equals b's times b's
+extent — then `ca*a + cb*b == cb*(a*nb + b)` and one variable walks both. A contiguous
+4096x4096 pointwise kernel becomes one loop of 16M iterations.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import sympy
 
-from brrr_compiler.kernel_ir import Kernel, Stmt, loop_symbol
+from brrr_compiler.kernel_ir import Kernel, Phase, Stmt, loop_symbol, reduction_symbol
 
 
 def linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars) -> sympy.Expr | None:
@@ -22,25 +25,34 @@ def linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars) -> sympy.Expr | 
     return c
 
 
-def _substitute(kernel: Kernel, mapping: dict, loop_vars, ranges) -> Kernel:
-    body = [Stmt(s.out, s.dtype, s.op, s.args, s.buffer,
-                 sympy.expand(s.index.xreplace(mapping)) if s.index is not None else None,
-                 s.value) for s in kernel.body]
-    return Kernel(kernel.name, kernel.origins, loop_vars, ranges, kernel.buffers, body,
-                  kernel.size_vars)
+def _substitute(kernel: Kernel, mapping: dict, **changes) -> Kernel:
+    def sub(s: Stmt) -> Stmt:
+        if s.index is None:
+            return s
+        return dataclasses.replace(s, index=sympy.expand(s.index.xreplace(mapping)))
+    phases = [Phase(p.loop, [sub(s) for s in p.body]) for p in kernel.phases]
+    return dataclasses.replace(kernel, phases=phases, **changes)
 
 
-def _reorder(kernel: Kernel, out_strides) -> Kernel:
-    dims = [d for d, r in enumerate(kernel.ranges) if r != 1]
-    dims.sort(key=lambda d: -_as_number(out_strides[d]) if d < len(out_strides) else 0)
-    mapping = {v: sympy.Integer(0) for d, v in enumerate(kernel.loop_vars) if d not in dims}
-    new_vars = [loop_symbol(k) for k in range(len(dims))]
-    # rename through temporaries so i0 -> i1 and i1 -> i0 do not collide
-    tmp = {kernel.loop_vars[d]: sympy.Symbol(f"t{k}", integer=True, nonnegative=True)
-           for k, d in enumerate(dims)}
-    stage = _substitute(kernel, {**mapping, **tmp}, kernel.loop_vars, kernel.ranges)
-    final = {tmp[kernel.loop_vars[d]]: new_vars[k] for k, d in enumerate(dims)}
-    return _substitute(stage, final, new_vars, [kernel.ranges[d] for d in dims])
+def _vars(kernel: Kernel, reduction: bool):
+    if reduction:
+        return kernel.reduction_vars, kernel.reduction_ranges, reduction_symbol
+    return kernel.loop_vars, kernel.ranges, loop_symbol
+
+
+def _with_vars(kernel: Kernel, reduction: bool, vars_, ranges, mapping) -> Kernel:
+    key = ("reduction_vars", "reduction_ranges") if reduction else ("loop_vars", "ranges")
+    return _substitute(kernel, mapping, **{key[0]: vars_, key[1]: ranges})
+
+
+def _rename(kernel: Kernel, reduction: bool, keep: list[int], extra: dict) -> Kernel:
+    """Keep dims `keep` (in that order), renumbered; `extra` substitutes the others."""
+    old, ranges, symbol = _vars(kernel, reduction)
+    tmp = {old[d]: sympy.Symbol(f"t{k}", integer=True, nonnegative=True) for k, d in enumerate(keep)}
+    stage = _substitute(kernel, {**extra, **tmp})
+    final = {tmp[old[d]]: symbol(k) for k, d in enumerate(keep)}
+    return _with_vars(stage, reduction, [symbol(k) for k in range(len(keep))],
+                      [ranges[d] for d in keep], final)
 
 
 def _as_number(x) -> float:
@@ -50,40 +62,56 @@ def _as_number(x) -> float:
         return float("inf")     # symbolic strides are large
 
 
-def _can_collapse(kernel: Kernel, k: int) -> bool:
-    a, b, nb = kernel.loop_vars[k], kernel.loop_vars[k + 1], kernel.ranges[k + 1]
+def _load_strides(kernel: Kernel, vars_) -> list:
+    """Per var, its coefficient in the first access that uses it (for ordering)."""
+    out = []
+    for v in vars_:
+        c = next((linear_coeff(s.index, v, kernel.all_vars()) for s in kernel.accesses()
+                  if v in s.index.free_symbols), None)
+        out.append(c if c is not None else 0)
+    return out
+
+
+def _reorder(kernel: Kernel, reduction: bool, strides) -> Kernel:
+    vars_, ranges, _ = _vars(kernel, reduction)
+    dims = [d for d, r in enumerate(ranges) if r != 1]
+    dims.sort(key=lambda d: -_as_number(strides[d]) if d < len(strides) else 0)
+    zero = {v: sympy.Integer(0) for d, v in enumerate(vars_) if d not in dims}
+    return _rename(kernel, reduction, dims, zero)
+
+
+def _can_collapse(kernel: Kernel, reduction: bool, k: int) -> bool:
+    vars_, ranges, _ = _vars(kernel, reduction)
+    a, b, nb = vars_[k], vars_[k + 1], ranges[k + 1]
     for s in kernel.accesses():
-        ca = linear_coeff(s.index, a, kernel.loop_vars)
-        cb = linear_coeff(s.index, b, kernel.loop_vars)
+        ca = linear_coeff(s.index, a, kernel.all_vars())
+        cb = linear_coeff(s.index, b, kernel.all_vars())
         if ca is None or cb is None or sympy.expand(ca - cb * nb) != 0:
             return False
     return True
 
 
-def _collapse(kernel: Kernel, k: int) -> Kernel:
-    a, b = kernel.loop_vars[k], kernel.loop_vars[k + 1]
-    ranges = kernel.ranges[:k] + [kernel.ranges[k] * kernel.ranges[k + 1]] + kernel.ranges[k + 2:]
-    kernel = _substitute(kernel, {a: sympy.Integer(0)}, kernel.loop_vars, kernel.ranges)
-    loop_vars = kernel.loop_vars[:k] + kernel.loop_vars[k + 1:]
-    kernel = Kernel(kernel.name, kernel.origins, loop_vars, ranges, kernel.buffers,
-                    kernel.body, kernel.size_vars)
-    return _renumber(kernel)
+def _collapse(kernel: Kernel, reduction: bool, k: int) -> Kernel:
+    """Merge var k into var k+1 (which then walks both extents), then renumber."""
+    vars_, ranges, _ = _vars(kernel, reduction)
+    new_vars = list(vars_[:k]) + list(vars_[k + 1:])
+    new_ranges = list(ranges[:k]) + [ranges[k] * ranges[k + 1]] + list(ranges[k + 2:])
+    kernel = _with_vars(kernel, reduction, new_vars, new_ranges, {vars_[k]: sympy.Integer(0)})
+    return _rename(kernel, reduction, list(range(len(new_vars))), {})
 
 
-def _renumber(kernel: Kernel) -> Kernel:
-    new_vars = [loop_symbol(k) for k in range(len(kernel.loop_vars))]
-    tmp = {v: sympy.Symbol(f"t{k}", integer=True, nonnegative=True)
-           for k, v in enumerate(kernel.loop_vars)}
-    stage = _substitute(kernel, tmp, kernel.loop_vars, kernel.ranges)
-    final = {tmp[v]: new_vars[k] for k, v in enumerate(kernel.loop_vars)}
-    return _substitute(stage, final, new_vars, kernel.ranges)
+def _collapse_all(kernel: Kernel, reduction: bool) -> Kernel:
+    k = len(_vars(kernel, reduction)[0]) - 2
+    while k >= 0:
+        if _can_collapse(kernel, reduction, k):
+            kernel = _collapse(kernel, reduction, k)
+        k -= 1
+    return kernel
 
 
 def simplify_loops(kernel: Kernel, out_strides) -> Kernel:
-    kernel = _reorder(kernel, out_strides)
-    k = len(kernel.loop_vars) - 2
-    while k >= 0:
-        if _can_collapse(kernel, k):
-            kernel = _collapse(kernel, k)
-        k -= 1
-    return kernel
+    kernel = _reorder(kernel, False, out_strides)
+    if kernel.reduction_vars:
+        kernel = _reorder(kernel, True, _load_strides(kernel, kernel.reduction_vars))
+        kernel = _collapse_all(kernel, True)
+    return _collapse_all(kernel, False)

@@ -28,15 +28,27 @@ def opmath(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in LOW_PRECISION else dtype
 
 
-class Body:
-    """Emits SSA statements, numbering values and sharing constants."""
+class Namer:
+    """Hands out SSA names, unique across all the bodies of one kernel."""
 
     def __init__(self):
-        self.stmts: list[Stmt] = []
+        self.count = 0
+
+    def __call__(self) -> str:
+        self.count += 1
+        return f"v{self.count - 1}"
+
+
+class Body:
+    """Emits SSA statements into one list (a phase), sharing constants within it."""
+
+    def __init__(self, namer: Namer | None = None, stmts: list | None = None):
+        self.namer = namer or Namer()
+        self.stmts: list[Stmt] = [] if stmts is None else stmts
         self._consts: dict = {}
 
     def emit(self, op: str, dtype: torch.dtype, args=(), **kw) -> V:
-        name = f"v{len(self.stmts)}"
+        name = self.namer()
         self.stmts.append(Stmt(name, dtype, op, tuple(a.name for a in args), **kw))
         return V(name, dtype)
 

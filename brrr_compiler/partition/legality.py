@@ -14,6 +14,7 @@ import torch.fx
 
 from brrr_compiler import ops, symbolic
 from brrr_compiler.ops import Kind
+from brrr_compiler.reduction_spec import reduction_spec
 
 aten = torch.ops.aten
 
@@ -26,7 +27,8 @@ SUPPORTED_DTYPES = frozenset({
 AFFINE_VIEWS = frozenset({
     aten.permute.default, aten.t.default, aten.transpose.int, aten.expand.default,
     aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims,
-    aten.slice.Tensor, aten.select.int, aten.alias.default, aten.view.default,
+    aten.slice.Tensor, aten.select.int, aten.alias.default, aten.detach.default,
+    aten.view.default,
     aten._unsafe_view.default, aten.reshape.default,
 })
 RESHAPES = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
@@ -63,6 +65,9 @@ def fusible(node: torch.fx.Node) -> bool:
     kind = ops.kind_of(node)
     if kind is Kind.POINTWISE:
         return _args_ok(node) and not _has_mutable_kwargs(node)
+    if kind is Kind.REDUCTION:
+        spec = reduction_spec(node)
+        return spec is not None and len(spec.dims) > 0 and _args_ok(node)
     if kind is Kind.VIEW and node.target in AFFINE_VIEWS:
         if node.target in RESHAPES and not _only_unit_dims_change(node):
             return False
@@ -121,15 +126,43 @@ def external_inputs(members: set) -> list:
     return out
 
 
+def reduction_domain(members) -> tuple | str | None:
+    """(full shape, reduced dims) shared by the group's reductions; None if it has none;
+    a reason string if they disagree."""
+    specs = [reduction_spec(n) for n in members if ops.kind_of(n) is Kind.REDUCTION]
+    domains = {(s.full_shape(), s.dims) for s in specs if s is not None}
+    if len(domains) > 1:
+        return "illegal: reductions over different domains " + str(sorted(map(str, domains)))
+    return next(iter(domains)) if domains else None
+
+
+def _shape_problem(members, stored) -> str | None:
+    domain = reduction_domain(members)
+    if isinstance(domain, str):
+        return domain
+    shapes = {shape_of(n) for n in stored}
+    if domain is None:
+        if len(shapes) > 1:
+            return f"illegal: stored values have different shapes {sorted(map(str, shapes))}"
+        return None
+    full, dims = domain
+    kept = tuple(1 if d in dims else s for d, s in enumerate(full))
+    dropped = tuple(s for d, s in enumerate(full) if d not in dims)
+    bad = shapes - {full, kept, dropped}
+    if bad:
+        return f"illegal: stored shapes {sorted(map(str, bad))} are neither {full} nor reduced"
+    return None
+
+
 def check_merge(a: set, b: set, order: dict, graph_outputs: set, max_args: int) -> str | None:
     """None if merging groups `a` and `b` is legal, else the reason it is not."""
     merged = a | b
     if creates_cycle(a, b, order):
         return "illegal: a path through another kernel connects them (cycle)"
     stored = stored_nodes(merged, graph_outputs)
-    shapes = {shape_of(n) for n in stored}
-    if len(shapes) > 1:
-        return f"illegal: stored values have different shapes {sorted(map(list, shapes))}"
+    problem = _shape_problem(merged, stored)
+    if problem:
+        return problem
     if not stored:
         return None
     nargs = len(external_inputs(merged)) + len(stored)

@@ -94,8 +94,13 @@ class _Walk:
             nodes = sorted(members, key=self.order.__getitem__)
             stored = sorted(legality.stored_nodes(members, self.graph_outputs),
                             key=self.order.__getitem__)
+            if not stored:
+                continue
             inputs = sorted(legality.external_inputs(members), key=self.order.__getitem__)
-            out.append(Group(i, nodes, stored, inputs, legality.shape_of(stored[0])))
+            domain = legality.reduction_domain(members)
+            if domain is None:
+                domain = (legality.shape_of(stored[0]), ())
+            out.append(Group(i, nodes, stored, inputs, *domain))
         return out
 
 
@@ -105,5 +110,5 @@ def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48
     walk = _Walk(gm, policy, max_args)
     for node in gm.graph.nodes:
         walk.visit(node)
-    groups = [g for g in walk.groups() if g.outputs]
+    groups = walk.groups()
     return FusionPlan(gm, groups, walk.decisions, policy.name)

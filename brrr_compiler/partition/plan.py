@@ -37,7 +37,8 @@ class Group:
     nodes: list[torch.fx.Node]
     outputs: list[torch.fx.Node]
     inputs: list[torch.fx.Node]
-    domain: tuple                  # the iteration shape: the shape of every output
+    domain: tuple                  # the iteration shape (a reduction's full input shape)
+    reduced_dims: tuple = ()       # dims of the domain that the group reduces
 
     @property
     def name(self) -> str:

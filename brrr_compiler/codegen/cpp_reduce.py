@@ -1,0 +1,153 @@
+"""C++ loops for reduction kernels: rows in parallel, phases per row.
+
+Per outer point ("row"), scalar phases are straight-line code and loop phases walk the
+reduced dims. A loop phase that folds reductions walks them in chunks of CHUNK
+elements: inside a chunk an `omp simd reduction(...)` loop keeps one partial per
+vector lane; chunk results are then folded into the row total. That blocked scheme keeps
+float32 sums of millions of elements accurate without a float64 accumulator. max/min
+track NaN in a separate flag (OpenMP's max/min reductions drop NaN; torch propagates it).
+argmax/argmin keep the first extreme and the first NaN, as eager does (scalar loop).
+"""
+from __future__ import annotations
+
+import torch
+
+from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+
+CHUNK = 4096
+
+
+def _init(kind: str, ct: str, dtype: torch.dtype) -> str:
+    if kind == "sum":
+        return f"({ct})0"
+    if kind == "prod":
+        return f"({ct})1"
+    if kind in ("any", "all"):
+        return "false" if kind == "any" else "true"
+    low = kind in ("max", "argmax")
+    if dtype.is_floating_point:
+        return f"({'-' if low else ''}({ct})__builtin_inf())"
+    if dtype is torch.bool:
+        return "false" if low else "true"
+    info = torch.iinfo(dtype)
+    return f"(({ct}){info.min if low else info.max}LL)" if info.min > -(2**63) or not low \
+        else "(-INT64_C(9223372036854775807) - 1)"
+
+
+_CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||", "all": "&&"}
+
+
+def _update(kind: str, acc: str, x: str) -> str:
+    return {"sum": f"{acc} += {x};", "prod": f"{acc} *= {x};",
+            "max": f"{acc} = {x} > {acc} ? {x} : {acc};",
+            "min": f"{acc} = {x} < {acc} ? {x} : {acc};",
+            "any": f"{acc} = {acc} || {x};", "all": f"{acc} = {acc} && {x};"}[kind]
+
+
+def _arg_update(kind: str, acc: str, idx: str, x: str, i: str) -> str:
+    better = ">" if kind == "argmax" else "<"
+    return f"if (!({acc} != {acc}) && ({x} {better} {acc} || {x} != {x})) {{ {acc} = {x}; {idx} = {i}; }}"
+
+
+class ReductionPrinter:
+    def __init__(self, kernel: Kernel, ctype, stmt_line, cexpr):
+        self.k, self.ctype, self.stmt_line, self.cexpr = kernel, ctype, stmt_line, cexpr
+        self.dtypes = {s.out: s.dtype for s in kernel.body if s.out}
+        self.arg_dtype = {s.out: self.dtypes.get(s.args[0]) for s in kernel.body
+                          if s.op == "reduce"}
+
+    def _decode_r(self, indent: str) -> list[str]:
+        rv = self.k.reduction_vars
+        if len(rv) == 1:
+            return [f"{indent}const int64_t {rv[0]} = rr;"]
+        lines = [f"{indent}int64_t rrest = rr;"]
+        for j in reversed(range(len(rv))):
+            lines.append(f"{indent}const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};")
+        return lines
+
+    def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
+        out = []
+        for s in stmts:
+            if s.op != "reduce":
+                out.append(indent + self.stmt_line(s, self.dtypes))
+            elif s.value in ("argmax", "argmin"):
+                out.append(indent + _arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
+            else:
+                out.append(indent + _update(s.value, f"c_{s.out}", s.args[0]))
+                if s.value in ("max", "min"):
+                    out.append(f"{indent}cn_{s.out} |= ({s.args[0]} != {s.args[0]});")
+        return out
+
+    def loop_phase(self, phase: Phase, indent: str) -> list[str]:
+        reds = [s for s in phase.body if s.op == "reduce"]
+        if not reds:
+            return ([f"{indent}#pragma omp simd", f"{indent}for (int64_t rr = 0; rr < n_red; ++rr) {{"]
+                    + self._decode_r(indent + "  ") + self._body(phase.body, indent + "  ", False)
+                    + [f"{indent}}}"])
+        lines = []
+        for r in reds:
+            lines += self._decls(r, indent, "acc_", "nan_", "ai_")
+        lines += [f"{indent}for (int64_t cb = 0; cb < n_red; cb += {CHUNK}) {{",
+                  f"{indent}  const int64_t ce = brrr_min_i64(cb + {CHUNK}, n_red);"]
+        for r in reds:
+            lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_")
+        if all(r.value not in ("argmax", "argmin") for r in reds):
+            clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
+            clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
+            lines.append(f"{indent}  #pragma omp simd " + " ".join(clauses))
+        lines.append(f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{")
+        lines += self._decode_r(indent + "    ") + self._body(phase.body, indent + "    ", True)
+        lines.append(f"{indent}  }}")
+        for r in reds:
+            lines += self._combine(r, indent + "  ")
+        lines.append(f"{indent}}}")
+        for r in reds:
+            lines.append(indent + self._finish(r))
+        return lines
+
+    def _decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str) -> list[str]:
+        dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
+        ct = self.ctype[dt]
+        lines = [f"{indent}{ct} {acc}{r.out} = {_init(r.value, ct, dt)};"]
+        if r.value in ("max", "min"):
+            lines.append(f"{indent}bool {nan}{r.out} = false;")
+        if r.value in ("argmax", "argmin"):
+            lines.append(f"{indent}int64_t {idx}{r.out} = 0;")
+        return lines
+
+    def _combine(self, r: Stmt, indent: str) -> list[str]:
+        if r.value in ("argmax", "argmin"):
+            return [indent + _arg_update(r.value, f"acc_{r.out}", f"ai_{r.out}", f"c_{r.out}", f"ci_{r.out}")]
+        lines = [indent + _update(r.value, f"acc_{r.out}", f"c_{r.out}")]
+        if r.value in ("max", "min"):
+            lines.append(f"{indent}nan_{r.out} |= cn_{r.out};")
+        return lines
+
+    def _finish(self, r: Stmt) -> str:
+        ct = self.ctype[r.dtype]
+        if r.value in ("argmax", "argmin"):
+            return f"const int64_t {r.out} = ai_{r.out};"
+        if r.value in ("max", "min"):
+            return f"const {ct} {r.out} = nan_{r.out} ? ({ct})__builtin_nan(\"\") : acc_{r.out};"
+        return f"const {ct} {r.out} = acc_{r.out};"
+
+    def loops(self, num_threads: int, min_numel: int) -> list[str]:
+        k = self.k
+        lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
+        lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
+        lines += ["  const int64_t n_outer = " + " * ".join(["(int64_t)1"] + [f"n{i}" for i in range(len(k.ranges))]) + ";",
+                  "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
+                  "  if (n_outer == 0) return;",
+                  f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
+                  f"if (n_outer * n_red >= {min_numel} && n_outer > 1)",
+                  "  for (int64_t w = 0; w < n_outer; ++w) {",
+                  "    int64_t rest = w;"]
+        for i in reversed(range(len(k.ranges))):
+            lines.append(f"    const int64_t {k.loop_vars[i]} = rest % n{i}; rest /= n{i};")
+        for p in k.phases:
+            if p.loop:
+                lines += self.loop_phase(p, "    ")
+            else:
+                lines += self._body(p.body, "    ", False)
+        lines.append("  }")
+        return lines

@@ -1,0 +1,70 @@
+"""brrr's own decompositions, where torch's are not the fusion-friendly form.
+
+torch decomposes var/var_mean into prims.var, which brrr cannot fuse; here variance is
+the exact two-pass scheme on ATen ops: mean = sum(x)/n, var = sum((x-mean)^2)/(n-c).
+Both sums run over the same rows, so they share one kernel (two loop phases).
+"""
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _dims(x, dim):
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(x.dim()))
+    return [dim] if isinstance(dim, int) else list(dim)
+
+
+def _count(x, dims):
+    n = 1
+    for d in dims:
+        n = n * x.shape[d]
+    return n
+
+
+def var_mean(x, dim=None, *, correction=None, keepdim=False):
+    dims = _dims(x, dim)
+    correction = 1 if correction is None else correction
+    n = _count(x, dims)
+    acc = x if x.dtype.is_floating_point else x.to(torch.get_default_dtype())
+    mean = aten.sum.dim_IntList(acc, dims, True) / n
+    centered = acc - mean
+    var = aten.sum.dim_IntList(centered * centered, dims, keepdim) / max(n - correction, 0)
+    if not keepdim:
+        mean = aten.squeeze.dims(mean, dims)
+    return var, mean
+
+
+def var(x, dim=None, *, correction=None, keepdim=False):
+    return var_mean(x, dim, correction=correction, keepdim=keepdim)[0]
+
+
+def std(x, dim=None, *, correction=None, keepdim=False):
+    return aten.sqrt(var(x, dim, correction=correction, keepdim=keepdim))
+
+
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    """(out, mean, rstd) as eager's native_layer_norm, statistics in op-math dtype."""
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    acc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    n = _count(x, dims)
+    mean = aten.sum.dim_IntList(acc, dims, True) / n
+    centered = acc - mean
+    rstd = aten.rsqrt(aten.sum.dim_IntList(centered * centered, dims, True) / n + eps)
+    out = centered * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.to(x.dtype), mean, rstd
+
+
+def table() -> dict:
+    return {
+        aten.var_mean.correction: var_mean,
+        aten.var.correction: var,
+        aten.std.correction: std,
+        aten.native_layer_norm.default: native_layer_norm,
+    }

@@ -1,0 +1,240 @@
+"""`brrr demo`: a small built-in model compiled with brrr: its kernels, accuracy and speed.
+
+The cases are a pre-norm transformer block (LayerNorm, multi-head attention through
+F.scaled_dot_product_attention, residuals, a GELU MLP) and three memory-bound chains
+(bias + GELU, silu(a) * b, a 10-op pointwise chain). Each is compiled with
+backend="brrr", checked against eager (eager is the oracle), explained (the kernels brrr
+made and the ATen calls left over) and timed against eager in this process: eager and
+brrr alternate within every round and the median per-round time is quoted. Timing runs
+under torch.no_grad(); one training step (forward + backward) of the transformer block
+is then checked output by output and gradient by gradient.
+
+The glibc malloc environment is the command line's business (brrr_compiler/cli.py):
+without it eager pays page faults on every large intermediate, not just its kernels.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import textwrap
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from brrr_compiler.explain import explain
+from brrr_compiler.report import GraphReport, KernelReport, Report
+
+
+@dataclass(frozen=True)
+class Size:
+    n: int                 # the pointwise chains run on n x n float32 tensors
+    batch: int             # the transformer block's input is (batch, seq, dim)
+    seq: int
+    dim: int
+    heads: int
+
+
+SIZES = {"small": Size(1024, 2, 64, 128, 4), "full": Size(4096, 8, 256, 256, 8)}
+
+# Gradients sum over batch * seq rows, so they get a looser tolerance than outputs.
+GRAD_TOL = dict(rtol=1e-4, atol=1e-4)
+TARGET_ROUND_S = 0.05      # calls per round are chosen so one round takes about this long
+MAX_ITERS = 50
+WIDTH = 100                # kernel table lines wrap here
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(x).split(d, dim=-1))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(a.transpose(1, 2).reshape(b, t, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.ln1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+def bias_gelu(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x + b)
+
+
+def silu_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.silu(a) * b
+
+
+def chain10(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """mul, add, sin, exp, log1p, sub, tanh, sigmoid, sqrt, maximum: finite for finite x, y."""
+    return ((x * y + 1.0).sin().exp().log1p() - y).tanh().sigmoid().sqrt().maximum(x)
+
+
+@dataclass
+class Case:
+    name: str
+    what: str
+    fn: Callable
+    inputs: tuple
+
+
+def _randn(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def make_block(size: Size) -> tuple[Block, torch.Tensor]:
+    torch.manual_seed(0)
+    return Block(size.dim, size.heads), _randn(size.batch, size.seq, size.dim, seed=0)
+
+
+def cases(size: Size) -> list[Case]:
+    n = size.n
+    block, x = make_block(size)
+    s = size
+    return [
+        Case("transformer_block", f"pre-norm block, x {s.batch}x{s.seq}x{s.dim}, {s.heads} heads",
+             block, (x,)),
+        Case("bias_gelu", f"gelu(x + b), x {n}x{n}", bias_gelu, (_randn(n, n, seed=1), _randn(n, seed=2))),
+        Case("silu_mul", f"silu(a) * b, {n}x{n}", silu_mul, (_randn(n, n, seed=3), _randn(n, n, seed=4))),
+        Case("chain10", f"10 pointwise ops on x, y, {n}x{n}", chain10,
+             (_randn(n, n, seed=5), _randn(n, n, seed=6))),
+    ]
+
+
+# ---- printing what brrr made -----------------------------------------------------------
+
+def _aten_summary(g: GraphReport) -> str:
+    ops = [op for _, op in g.aten_nodes if "getitem" not in op]
+    return KernelReport("ATen", ops, [], []).ops_summary() or "none"
+
+
+def _wrap(line: str, indent: int) -> list[str]:
+    return textwrap.wrap(line, WIDTH, subsequent_indent=" " * indent) or [line]
+
+
+def kernel_table(report: Report) -> str:
+    """Each graph's header and kernel lines as the report prints them; ATen calls counted."""
+    lines = []
+    for g in report.graphs:
+        header, *kernels = str(g).splitlines()[:1 + len(g.kernels)]
+        width = 4 + max([len(k.name) for k in g.kernels] + [6])
+        lines.append(header)
+        lines += [w for k in kernels for w in _wrap(k, width)]
+        lines += _wrap(f"  ATen calls: {_aten_summary(g)}", 4)
+    return "\n".join(lines)
+
+
+def _max_abs(tensors) -> float:
+    return max((t.abs().max().item() for t in tensors), default=0.0)
+
+
+def check(label: str, out, ref, **tol) -> bool:
+    """assert_close against eager; print the max error (and eager's magnitude) either way."""
+    refs = torch.utils._pytree.tree_leaves(ref)
+    pairs = zip(torch.utils._pytree.tree_leaves(out), refs)
+    err = _max_abs(o.double() - r.double() for o, r in pairs)
+    stats = f"max abs error {err:.2e} (max |eager| {_max_abs(refs):.2e})"
+    try:
+        torch.testing.assert_close(out, ref, **tol)
+    except AssertionError as exc:
+        print(f"  {label}: MISMATCH vs eager, {stats}\n" + textwrap.indent(str(exc), "    "))
+        return False
+    print(f"  {label}: matches eager (assert_close), {stats}")
+    return True
+
+
+# ---- timing -----------------------------------------------------------------------------
+
+def _calls_per_round(fn: Callable, args) -> int:
+    start = time.perf_counter()
+    fn(*args)
+    elapsed = time.perf_counter() - start
+    return max(1, min(MAX_ITERS, int(TARGET_ROUND_S / max(elapsed, 1e-9))))
+
+
+def interleaved(fns: dict[str, Callable], args, rounds: int) -> tuple[dict[str, float], int]:
+    """Median over `rounds` of seconds per call; the fns alternate within each round."""
+    iters = _calls_per_round(next(iter(fns.values())), args)
+    per_round: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(iters):
+                fn(*args)
+            per_round[name].append((time.perf_counter() - start) / iters)
+    return {name: statistics.median(ts) for name, ts in per_round.items()}, iters
+
+
+def speed_table(rows: list[tuple[str, dict[str, float], int]]) -> str:
+    lines = [f"  {'case':<18} {'eager ms':>9} {'brrr ms':>9} {'speedup':>8} {'calls/round':>12}"]
+    for name, times, iters in rows:
+        e, b = times["eager"] * 1e3, times["brrr"] * 1e3
+        lines.append(f"  {name:<18} {e:>9.3f} {b:>9.3f} {e / b:>7.2f}x {iters:>12}")
+    return "\n".join(lines)
+
+
+# ---- the demo -----------------------------------------------------------------------------
+
+def run_case(case: Case, rounds: int):
+    """Explain, check and time one case (inference); None if brrr's output is wrong."""
+    print(f"\n== {case.name}: {case.what}")
+    with torch.no_grad():
+        print(kernel_table(explain(case.fn, *case.inputs)))
+        compiled = torch.compile(case.fn, backend="brrr")
+        if not check("output", compiled(*case.inputs), case.fn(*case.inputs)):
+            return None
+        times, iters = interleaved({"eager": case.fn, "brrr": compiled}, case.inputs, rounds)
+    return case.name, times, iters
+
+
+def _grads(block: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    grads = {"input": x.grad}
+    grads.update((name, p.grad) for name, p in block.named_parameters())
+    return grads
+
+
+def training_step(size: Size) -> bool:
+    """One forward + backward of the block, brrr against eager: outputs and every gradient."""
+    block, x = make_block(size)
+    x.requires_grad_(True)
+    print(f"\n== training step (forward + backward) of the transformer block, "
+          f"x {size.batch}x{size.seq}x{size.dim}")
+    print(kernel_table(explain(block, x)))
+    weight = _randn(*x.shape, seed=7)          # loss = sum(out * weight): a non-uniform grad
+    twin, x2 = copy.deepcopy(block), x.detach().clone().requires_grad_(True)
+    ref = block(x)
+    (ref * weight).sum().backward()
+    out = torch.compile(twin, backend="brrr")(x2)
+    (out * weight).sum().backward()
+    ok = check("output", out, ref)
+    n = len(_grads(block, x))
+    return check(f"gradients (input + {n - 1} parameters, rtol={GRAD_TOL['rtol']}, "
+                 f"atol={GRAD_TOL['atol']})", _grads(twin, x2), _grads(block, x), **GRAD_TOL) and ok
+
+
+def run(size: str = "full", rounds: int = 15) -> int:
+    """The whole demo; returns the process exit code (1 if any check against eager failed)."""
+    start = time.perf_counter()
+    print(f"brrr demo --size {size}: torch {torch.__version__}, {torch.get_num_threads()} threads")
+    rows = [run_case(c, rounds) for c in cases(SIZES[size])]
+    print(f"\n== speed under torch.no_grad(): median of {rounds} interleaved rounds "
+          "(eager, brrr alternating)")
+    print(speed_table([r for r in rows if r is not None]))
+    print("  speedup = eager ms / brrr ms (above 1x: brrr is faster)")
+    trained = training_step(SIZES[size])
+    failed = sum(r is None for r in rows) + (not trained)
+    print(f"\ndone in {time.perf_counter() - start:.1f} s; "
+          + (f"{failed} check(s) against eager FAILED" if failed else "every check matched eager"))
+    return 1 if failed else 0
