@@ -100,14 +100,15 @@ def make_block(size: Size) -> tuple[Block, torch.Tensor]:
 
 
 def cases(size: Size) -> list[Case]:
-    n = size.n
+    n, s = size.n, size
     block, x = make_block(size)
-    s = size
     return [
         Case("transformer_block", f"pre-norm block, x {s.batch}x{s.seq}x{s.dim}, {s.heads} heads",
              block, (x,)),
-        Case("bias_gelu", f"gelu(x + b), x {n}x{n}", bias_gelu, (_randn(n, n, seed=1), _randn(n, seed=2))),
-        Case("silu_mul", f"silu(a) * b, {n}x{n}", silu_mul, (_randn(n, n, seed=3), _randn(n, n, seed=4))),
+        Case("bias_gelu", f"gelu(x + b), x {n}x{n}", bias_gelu,
+             (_randn(n, n, seed=1), _randn(n, seed=2))),
+        Case("silu_mul", f"silu(a) * b, {n}x{n}", silu_mul,
+             (_randn(n, n, seed=3), _randn(n, n, seed=4))),
         Case("chain10", f"10 pointwise ops on x, y, {n}x{n}", chain10,
              (_randn(n, n, seed=5), _randn(n, n, seed=6))),
     ]

@@ -7,7 +7,8 @@ ops is index arithmetic, not a kernel boundary). Every proposal is first checked
 legality rules (legality.py) and then, if legal, put to the fusion policy; both answers
 are recorded as Decisions. Before the walk, views with several users are duplicated so
 that each copy belongs to exactly one consumer: a view absorbed into one kernel never
-forces a materialized copy for another.
+forces a materialized copy for another. After the walk, sibling reduction groups over
+the same domain that read a common input are proposed for merging (horizontal fusion).
 """
 from __future__ import annotations
 
@@ -86,6 +87,21 @@ class _Walk:
             for n in merged:
                 self.group_of[n] = merged
 
+    def horizontal(self) -> None:
+        """Merge sibling reduction groups over the same domain that read a common input
+        (layer_norm backward's weight and bias gradients): one pass over the data."""
+        unique = list({id(s): s for s in self.group_of.values()}.values())
+        reducing = [(s, legality.reduction_domain(s)) for s in unique]
+        reducing = [(s, d) for s, d in reducing if d is not None and not isinstance(d, str)]
+        for i, (a, da) in enumerate(reducing):
+            for b, db in reducing[i + 1:]:
+                a_now, b_now = self.group_of[next(iter(a))], self.group_of[next(iter(b))]
+                if a_now is b_now or da != db:
+                    continue
+                shared = set(legality.external_inputs(a_now)) & set(legality.external_inputs(b_now))
+                if shared:
+                    self.try_merge(a_now, b_now)
+
     def groups(self) -> list[Group]:
         unique = {id(s): s for s in self.group_of.values()}.values()
         ordered = sorted(unique, key=lambda s: min(self.order[n] for n in s))
@@ -110,5 +126,6 @@ def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48
     walk = _Walk(gm, policy, max_args)
     for node in gm.graph.nodes:
         walk.visit(node)
+    walk.horizontal()
     groups = walk.groups()
     return FusionPlan(gm, groups, walk.decisions, policy.name)

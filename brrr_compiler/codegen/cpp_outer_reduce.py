@@ -1,0 +1,134 @@
+"""C++ loops for reductions over outer (strided) dims: columns in tiles, rows streamed.
+
+When the innermost kept dim is the contiguous one (a sum over dim 0 of a row-major
+matrix), walking each column's reduction separately would stride through memory. This
+schedule instead hands each thread a tile of TILE adjacent columns; it streams the
+reduced rows once and, per row, updates TILE accumulators with an `omp simd` loop over
+the contiguous columns. Per-row values of the kernel (scalar phases, reduction results)
+become arrays over the tile. Rows are folded in chunks as in the row schedule.
+"""
+from __future__ import annotations
+
+from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter, _init, _update
+from brrr_compiler.kernel_ir import Phase, Stmt
+
+TILE = 256
+
+
+class OuterReductionPrinter(ReductionPrinter):
+    def __init__(self, kernel, ctype, stmt_line, cexpr):
+        super().__init__(kernel, ctype, stmt_line, cexpr)
+        self.row_level = {s.out for p in kernel.phases for s in p.body
+                          if s.out and (not p.loop or s.op == "reduce")}
+
+    def _ref(self, line: str, s: Stmt) -> str:
+        return line
+
+    def _stmt(self, s: Stmt) -> str:
+        """One statement, with row-level values read as tile arrays."""
+        renamed = Stmt(s.out, s.dtype, s.op, tuple(f"{a}[b]" if a in self.row_level else a
+                                                   for a in s.args), s.buffer, s.index, s.value)
+        line = self.stmt_line(renamed, {**self.dtypes, **{f"{a}[b]": self.dtypes[a]
+                                                          for a in self.row_level if a in self.dtypes}})
+        if s.out in self.row_level:
+            line = line.replace(f"const {self.ctype[s.dtype]} {s.out} =", f"{s.out}[b] =", 1)
+        return line
+
+    def _tile_loop(self, indent: str, lines: list[str]) -> list[str]:
+        inner = self.k.loop_vars[-1]
+        return ([f"{indent}#pragma omp simd", f"{indent}for (int64_t b = 0; b < bn; ++b) {{",
+                 f"{indent}  const int64_t {inner} = lo + b;"]
+                + [f"{indent}  {ln}" for ln in lines] + [f"{indent}}}"])
+
+    def scalar_phase(self, phase: Phase, indent: str) -> list[str]:
+        return self._tile_loop(indent, [self._stmt(s) for s in phase.body])
+
+    def loop_phase(self, phase: Phase, indent: str) -> list[str]:
+        reds = [s for s in phase.body if s.op == "reduce"]
+        body = []
+        for s in phase.body:
+            if s.op == "reduce":
+                body.append(_update(s.value, f"c_{s.out}[b]", s.args[0]))
+                if s.value in ("max", "min"):
+                    body.append(f"cn_{s.out}[b] |= ({s.args[0]} != {s.args[0]});")
+            else:
+                body.append(self._stmt(s))
+        lines = [f"{indent}for (int64_t cb = 0; cb < n_red; cb += {CHUNK}) {{",
+                 f"{indent}  const int64_t ce = brrr_min_i64(cb + {CHUNK}, n_red);"]
+        lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
+        lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
+        lines += self._decode_r(indent + "    ") + self._tile_loop(indent + "    ", body)
+        lines += [f"{indent}  }}"]
+        lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])
+        lines += [f"{indent}}}"]
+        lines += self._tile_loop(indent, [self._final(r) for r in reds])
+        return lines
+
+    def _reset(self, r: Stmt) -> list[str]:
+        ct = self.ctype[r.dtype]
+        out = [f"c_{r.out}[b] = {_init(r.value, ct, r.dtype)};"]
+        return out + ([f"cn_{r.out}[b] = false;"] if r.value in ("max", "min") else [])
+
+    def _fold(self, r: Stmt) -> list[str]:
+        out = [_update(r.value, f"acc_{r.out}[b]", f"c_{r.out}[b]")]
+        return out + ([f"nan_{r.out}[b] |= cn_{r.out}[b];"] if r.value in ("max", "min") else [])
+
+    def _final(self, r: Stmt) -> str:
+        ct = self.ctype[r.dtype]
+        if r.value in ("max", "min"):
+            return f"{r.out}[b] = nan_{r.out}[b] ? ({ct})__builtin_nan(\"\") : acc_{r.out}[b];"
+        return f"{r.out}[b] = acc_{r.out}[b];"
+
+    def _arrays(self, indent: str) -> list[str]:
+        lines = []
+        for p in self.k.phases:
+            for s in p.body:
+                if s.out not in self.row_level:
+                    continue
+                ct = self.ctype[s.dtype]
+                lines.append(f"{indent}{ct} {s.out}[{TILE}];")
+                if s.op == "reduce":
+                    init = _init(s.value, ct, s.dtype)
+                    lines += [f"{indent}{ct} acc_{s.out}[{TILE}], c_{s.out}[{TILE}];",
+                              f"{indent}for (int64_t b = 0; b < {TILE}; ++b) acc_{s.out}[b] = {init};"]
+                    if s.value in ("max", "min"):
+                        lines += [f"{indent}bool nan_{s.out}[{TILE}] = {{false}}, cn_{s.out}[{TILE}];"]
+        return lines
+
+    def loops(self, num_threads: int, min_numel: int) -> list[str]:
+        k = self.k
+        *outer, _ = k.loop_vars
+        lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
+        lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
+        last = len(k.ranges) - 1
+        lines += ["  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
+                  f"  const int64_t ntiles = (n{last} + {TILE} - 1) / {TILE};",
+                  "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(last)) + "ntiles;",
+                  "  if (nwork == 0) return;",
+                  f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
+                  f"if (nwork * n_red * {TILE} >= {min_numel} && nwork > 1)",
+                  "  for (int64_t w = 0; w < nwork; ++w) {",
+                  "    int64_t rest = w / ntiles;"]
+        for i in reversed(range(last)):
+            lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
+        lines += [f"    const int64_t lo = (w % ntiles) * {TILE};",
+                  f"    const int64_t bn = brrr_min_i64(lo + {TILE}, n{last}) - lo;"]
+        lines += self._arrays("    ")
+        for p in k.phases:
+            lines += self.loop_phase(p, "    ") if p.loop else self.scalar_phase(p, "    ")
+        lines.append("  }")
+        return lines
+
+
+def wants_outer_schedule(kernel, linear_coeff) -> bool:
+    """True when the innermost kept dim is contiguous and the reduced dims are not."""
+    if not kernel.loop_vars or any(s.value in ("argmax", "argmin") for s in kernel.body
+                                   if s.op == "reduce"):
+        return False
+    inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
+    for s in kernel.body:
+        if s.op == "load" and red in s.index.free_symbols:
+            ci = linear_coeff(s.index, inner, kernel.all_vars())
+            cr = linear_coeff(s.index, red, kernel.all_vars())
+            return ci == 1 and cr != 1
+    return False
