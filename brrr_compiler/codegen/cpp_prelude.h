@@ -26,6 +26,8 @@ BRRR_MATH1(atan) BRRR_MATH1(asinh) BRRR_MATH1(acosh) BRRR_MATH1(atanh) BRRR_MATH
 BRRR_MATH1(erfc) BRRR_MATH2(pow) BRRR_MATH2(atan2)
 float fmodf(float, float);
 double fmod(double, double);
+int omp_get_thread_num(void);
+int omp_get_num_threads(void);
 }
 
 // erf for float: x * P(x^2) / Q(x^2) on |x| <= 3.92 (beyond, erf rounds to +-1 in float).

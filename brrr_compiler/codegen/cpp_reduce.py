@@ -14,7 +14,8 @@ import torch
 
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
-CHUNK = 4096
+CHUNK = 1024
+SPLIT_MIN_RED = 65536   # a row this long is split across threads when rows are few
 
 
 def _init(kind: str, ct: str, dtype: torch.dtype) -> str:
@@ -78,17 +79,24 @@ class ReductionPrinter:
                     out.append(f"{indent}cn_{s.out} |= ({s.args[0]} != {s.args[0]});")
         return out
 
-    def loop_phase(self, phase: Phase, indent: str) -> list[str]:
+    def loop_phase(self, phase: Phase, indent: str, split: bool = False) -> list[str]:
         reds = [s for s in phase.body if s.op == "reduce"]
         if not reds:
-            return ([f"{indent}#pragma omp simd", f"{indent}for (int64_t rr = 0; rr < n_red; ++rr) {{"]
+            pragma = f"omp parallel for simd num_threads({self.threads})" if split else "omp simd"
+            return ([f"{indent}#pragma {pragma}", f"{indent}for (int64_t rr = 0; rr < n_red; ++rr) {{"]
                     + self._decode_r(indent + "  ") + self._body(phase.body, indent + "  ", False)
                     + [f"{indent}}}"])
-        lines = []
-        for r in reds:
-            lines += self._decls(r, indent, "acc_", "nan_", "ai_")
-        lines += [f"{indent}for (int64_t cb = 0; cb < n_red; cb += {CHUNK}) {{",
-                  f"{indent}  const int64_t ce = brrr_min_i64(cb + {CHUNK}, n_red);"]
+        lines = [ln for r in reds for ln in self._decls(r, indent, "acc_", "nan_", "ai_")]
+        if not split:
+            lines += self._chunks(phase, reds, indent, "0", "n_red")
+        else:
+            lines += self._split(phase, reds, indent)
+        return lines + [indent + self._finish(r) for r in reds]
+
+    def _chunks(self, phase, reds, indent: str, lo: str, hi: str) -> list[str]:
+        """Fold [lo, hi) of the reduced dims into acc_*, CHUNK elements at a time."""
+        lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi}; cb += {CHUNK}) {{",
+                 f"{indent}  const int64_t ce = brrr_min_i64(cb + {CHUNK}, {hi});"]
         for r in reds:
             lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_")
         if all(r.value not in ("argmax", "argmin") for r in reds):
@@ -99,15 +107,55 @@ class ReductionPrinter:
         lines += self._decode_r(indent + "    ") + self._body(phase.body, indent + "    ", True)
         lines.append(f"{indent}  }}")
         for r in reds:
-            lines += self._combine(r, indent + "  ")
-        lines.append(f"{indent}}}")
+            lines += self._combine(r, indent + "  ", "c_", "cn_", "ci_")
+        return lines + [f"{indent}}}"]
+
+    def _split(self, phase, reds, indent: str) -> list[str]:
+        """One long row: each thread folds a slice, partials are combined in order."""
+        nt = self.threads
+        lines = [ln for r in reds for ln in self._partials(r, indent, nt)]
+        lines += [f"{indent}#pragma omp parallel num_threads({nt})", f"{indent}{{",
+                  f"{indent}  const int64_t tid = omp_get_thread_num(), nth = omp_get_num_threads();",
+                  f"{indent}  const int64_t per = (n_red + nth - 1) / nth;",
+                  f"{indent}  const int64_t r_lo = brrr_min_i64(tid * per, n_red), r_hi = brrr_min_i64(r_lo + per, n_red);"]
         for r in reds:
-            lines.append(indent + self._finish(r))
-        return lines
+            lines += self._decls(r, indent + "  ", "acc_", "nan_", "ai_")
+        lines += self._chunks(phase, reds, indent + "  ", "r_lo", "r_hi")
+        for r in reds:
+            lines.append(f"{indent}  sp_{r.out}[tid] = acc_{r.out};")
+            if r.value in ("max", "min"):
+                lines.append(f"{indent}  spn_{r.out}[tid] = nan_{r.out};")
+            if r.value in ("argmax", "argmin"):
+                lines.append(f"{indent}  spi_{r.out}[tid] = ai_{r.out};")
+        lines += [f"{indent}}}", f"{indent}for (int t = 0; t < {nt}; ++t) {{"]
+        for r in reds:
+            lines += self._combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")
+        return lines + [f"{indent}}}"]
+
+    def _partials(self, r: Stmt, indent: str, nt: int) -> list[str]:
+        """Per-thread partial results sp_*[t] (and NaN flags, arg indices), initialised."""
+        dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
+        ct = self._total_ctype(r, "sp_") or self.ctype[dt]
+        decl, init = [f"{ct} sp_{r.out}[{nt}];"], [f"sp_{r.out}[t] = {_init(r.value, ct, dt)};"]
+        if r.value in ("max", "min"):
+            decl.append(f"bool spn_{r.out}[{nt}];")
+            init.append(f"spn_{r.out}[t] = false;")
+        if r.value in ("argmax", "argmin"):
+            decl.append(f"int64_t spi_{r.out}[{nt}];")
+            init.append(f"spi_{r.out}[t] = 0;")
+        return ([indent + d for d in decl] + [f"{indent}for (int t = 0; t < {nt}; ++t) {{"]
+                + [f"{indent}  {i}" for i in init] + [f"{indent}}}"])
+
+    def _total_ctype(self, r: Stmt, prefix: str) -> str | None:
+        """float sums fold their chunk partials in double: cheap (once per chunk) and it
+        keeps a 10M-element float32 sum within an ulp or two of the exact value."""
+        if r.value == "sum" and r.dtype is torch.float32 and prefix in ("acc_", "sp_"):
+            return "double"
+        return None
 
     def _decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str) -> list[str]:
         dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
-        ct = self.ctype[dt]
+        ct = self._total_ctype(r, acc) or self.ctype[dt]
         lines = [f"{indent}{ct} {acc}{r.out} = {_init(r.value, ct, dt)};"]
         if r.value in ("max", "min"):
             lines.append(f"{indent}bool {nan}{r.out} = false;")
@@ -115,12 +163,14 @@ class ReductionPrinter:
             lines.append(f"{indent}int64_t {idx}{r.out} = 0;")
         return lines
 
-    def _combine(self, r: Stmt, indent: str) -> list[str]:
+    def _combine(self, r: Stmt, indent: str, c: str, cn: str, ci: str, sub: str = "") -> list[str]:
+        """Fold a partial (c_*, or per-thread sp_*[t]) into the total acc_*."""
+        part, pidx, pnan = f"{c}{r.out}{sub}", f"{ci}{r.out}{sub}", f"{cn}{r.out}{sub}"
         if r.value in ("argmax", "argmin"):
-            return [indent + _arg_update(r.value, f"acc_{r.out}", f"ai_{r.out}", f"c_{r.out}", f"ci_{r.out}")]
-        lines = [indent + _update(r.value, f"acc_{r.out}", f"c_{r.out}")]
+            return [indent + _arg_update(r.value, f"acc_{r.out}", f"ai_{r.out}", part, pidx)]
+        lines = [indent + _update(r.value, f"acc_{r.out}", part)]
         if r.value in ("max", "min"):
-            lines.append(f"{indent}nan_{r.out} |= cn_{r.out};")
+            lines.append(f"{indent}nan_{r.out} |= {pnan};")
         return lines
 
     def _finish(self, r: Stmt) -> str:
@@ -129,25 +179,32 @@ class ReductionPrinter:
             return f"const int64_t {r.out} = ai_{r.out};"
         if r.value in ("max", "min"):
             return f"const {ct} {r.out} = nan_{r.out} ? ({ct})__builtin_nan(\"\") : acc_{r.out};"
-        return f"const {ct} {r.out} = acc_{r.out};"
+        return f"const {ct} {r.out} = ({ct})acc_{r.out};"
+
+    def _row(self, indent: str, split: bool) -> list[str]:
+        k = self.k
+        lines = [f"{indent}int64_t rest = w;"]
+        for i in reversed(range(len(k.ranges))):
+            lines.append(f"{indent}const int64_t {k.loop_vars[i]} = rest % n{i}; rest /= n{i};")
+        for p in k.phases:
+            lines += self.loop_phase(p, indent, split) if p.loop else self._body(p.body, indent, False)
+        return lines
 
     def loops(self, num_threads: int, min_numel: int) -> list[str]:
+        self.threads = num_threads
         k = self.k
         lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
         lines += ["  const int64_t n_outer = " + " * ".join(["(int64_t)1"] + [f"n{i}" for i in range(len(k.ranges))]) + ";",
                   "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
                   "  if (n_outer == 0) return;",
+                  f"  if (n_outer < {num_threads} && n_red >= {SPLIT_MIN_RED} && {num_threads} > 1) {{",
+                  "    for (int64_t w = 0; w < n_outer; ++w) {"]
+        lines += self._row("      ", True)
+        lines += ["    }", "    return;", "  }",
                   f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
                   f"if (n_outer * n_red >= {min_numel} && n_outer > 1)",
-                  "  for (int64_t w = 0; w < n_outer; ++w) {",
-                  "    int64_t rest = w;"]
-        for i in reversed(range(len(k.ranges))):
-            lines.append(f"    const int64_t {k.loop_vars[i]} = rest % n{i}; rest /= n{i};")
-        for p in k.phases:
-            if p.loop:
-                lines += self.loop_phase(p, "    ")
-            else:
-                lines += self._body(p.body, "    ", False)
+                  "  for (int64_t w = 0; w < n_outer; ++w) {"]
+        lines += self._row("    ", False)
         lines.append("  }")
         return lines
