@@ -41,6 +41,7 @@ FUSION_DECOMPOSITIONS = [
     aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
     aten.logsumexp, aten.var_mean, aten.var, aten.std, aten.rms_norm,
     aten._fused_rms_norm, aten._fused_rms_norm_backward,
+    aten.nll_loss_forward, aten.nll_loss_backward,
 ]
 
 

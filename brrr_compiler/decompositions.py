@@ -61,10 +61,28 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     return out.to(x.dtype), mean, rstd
 
 
+def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, total_weight):
+    """d(nll)/dx as a pointwise select over a class ramp: fuses with log_softmax's
+    backward into one row kernel instead of zeros + scatter through memory."""
+    if weight is not None:
+        return NotImplemented
+    classes = aten.arange.default(x.shape[-1], dtype=target.dtype, device=x.device)
+    t = aten.unsqueeze.default(target, -1)
+    hit = aten.logical_and.default(aten.eq.Tensor(classes, t), aten.ne.Scalar(t, ignore_index))
+    g = grad_output
+    if reduction == 1:                       # mean
+        g = g / total_weight
+    if reduction == 0 and g.dim() > 0:       # none: one gradient per row
+        g = aten.unsqueeze.default(g, -1)
+    zero = aten.scalar_tensor.default(0, dtype=x.dtype, device=x.device)
+    return aten.where.self(hit, aten.neg.default(g).to(x.dtype), zero)
+
+
 def table() -> dict:
     return {
         aten.var_mean.correction: var_mean,
         aten.var.correction: var,
         aten.std.correction: std,
         aten.native_layer_norm.default: native_layer_norm,
+        aten.nll_loss_backward.default: nll_loss_backward,
     }

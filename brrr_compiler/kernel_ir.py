@@ -31,7 +31,9 @@ BINARY = frozenset({
     "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
 })
 TERNARY = frozenset({"where"})
-STRUCTURAL = frozenset({"load", "store", "const", "cast", "reduce", "index"})
+STRUCTURAL = frozenset({"load", "store", "const", "cast", "reduce", "index", "bounded"})
+# "bounded": out = args[0] if 0 <= args[0] < index (an extent) else 0, and the kernel
+# reports an out-of-bounds error to the runtime (eager raises for such indices)
 # reduce kinds: Stmt(op="reduce", value=kind, args=(x,)); argmax/argmin fold (value, index)
 REDUCTIONS = frozenset({"sum", "prod", "max", "min", "any", "all", "argmax", "argmin"})
 
@@ -91,6 +93,10 @@ class Kernel:
         return [s for p in self.phases for s in p.body]
 
     @property
+    def checks_bounds(self) -> bool:
+        return any(s.op == "bounded" for s in self.body)
+
+    @property
     def is_reduction(self) -> bool:
         return any(p.loop for p in self.phases)
 
@@ -132,6 +138,8 @@ def format_stmt(s: Stmt) -> str:
         return f"{s.out}: {dt} = const {s.value!r}"
     if s.op == "index":
         return f"{s.out}: {dt} = index {s.index}"
+    if s.op == "bounded":
+        return f"{s.out}: {dt} = bounded({s.args[0]}, {s.index})"
     if s.op == "reduce":
         return f"{s.out}: {dt} = reduce_{s.value}({', '.join(s.args)})"
     return f"{s.out}: {dt} = {s.op}({', '.join(s.args)})"

@@ -118,6 +118,12 @@ _pw([aten.isnan.default], "isnan")
 _pw([aten.isinf.default], "isinf")
 _pw([aten.where.self], "where")
 _pw([aten.signbit.default], "signbit")
+# arange: an integer ramp over its single dim (float ramps stay in ATen: eager computes
+# them in double with its own rounding)
+_pw([aten.arange.default, aten.arange.start_step, aten.arange.start], "arange", ADD,
+    lambda n: not _float_out(n))
+# gather reads its input at an index loaded from another tensor (indirect load)
+_pw([aten.gather.default], "gather", ADD, lambda n: not n.kwargs.get("sparse_grad", False))
 
 # --- pointwise: dtype casts and constants ---------------------------------------------
 _pw([aten._to_copy.default, aten.clone.default, aten.lift_fresh_copy.default,

@@ -26,10 +26,11 @@ def strides(val) -> tuple:
 
 
 def free_size_symbols(exprs) -> list[sympy.Symbol]:
-    """The size symbols (not loop variables) in `exprs`, sorted by name."""
+    """The size symbols in `exprs`, sorted by name: not loop variables (i, r, t) and not
+    SSA values used as indices (v, from gather)."""
     syms = set()
     for e in exprs:
-        syms |= {s for s in sympy.sympify(e).free_symbols if not s.name.startswith(("i", "t", "r"))}
+        syms |= {s for s in sympy.sympify(e).free_symbols if not s.name.startswith(("i", "t", "r", "v"))}
     return sorted(syms, key=lambda s: s.name)
 
 

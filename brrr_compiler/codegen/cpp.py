@@ -27,6 +27,17 @@ CTYPE = {
 }
 STORAGE = {**CTYPE, torch.float16: "brrr_half", torch.bfloat16: "uint16_t"}
 
+# Per library: set when a kernel met an out-of-bounds index (eager raises for those);
+# the runtime reads and clears it after such kernels and raises.
+ERROR_FLAG = """static int brrr_error_flag = 0;
+static inline bool brrr_in_bounds(int64_t i, int64_t n) {
+  const bool ok = (uint64_t)i < (uint64_t)n;
+  if (!ok) __atomic_store_n(&brrr_error_flag, 1, __ATOMIC_RELAXED);
+  return ok;
+}
+extern "C" int brrr_take_error(void) { return __atomic_exchange_n(&brrr_error_flag, 0, __ATOMIC_RELAXED); }
+"""
+
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
 PARALLEL_MIN_NUMEL = 32768  # below this, threads cost more than they save
 
@@ -158,6 +169,9 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:
         rhs = const_literal(s.value, s.dtype)
     elif s.op == "index":
         rhs = cexpr(s.index)
+    elif s.op == "bounded":
+        v = s.args[0]
+        return (f"const int64_t {s.out} = brrr_in_bounds({v}, {cexpr(s.index)}) ? {v} : 0;")
     elif s.op == "cast":
         rhs = cast_expr(s.args[0], dtypes[s.args[0]], s.dtype)
     else:
@@ -222,5 +236,5 @@ def kernel_source(k: Kernel, num_threads: int) -> str:
 
 
 def translation_unit(kernels: list[Kernel], num_threads: int) -> str:
-    parts = [prelude()] + [kernel_source(k, num_threads) for k in kernels]
+    parts = [prelude(), ERROR_FLAG] + [kernel_source(k, num_threads) for k in kernels]
     return "\n".join(parts)

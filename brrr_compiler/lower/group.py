@@ -63,6 +63,7 @@ class _GroupLowering:
         self.acc: dict = {}
         self.cur_loop: int | None = None
         self.reducer = ReductionEmitter(self)
+        self.sym_level: dict[str, int] = {}   # gather's index values: level they exist at
 
     # phase 0 is the scalar prologue; loop phase k is 1+2k; scalar phase k is 2+2k
     def loop_body(self, k: int) -> Body:
@@ -82,11 +83,15 @@ class _GroupLowering:
     def _is_full(self, idx) -> bool:
         return any(sympy.sympify(e).free_symbols & self.red_vars for e in idx)
 
+    def _level_at(self, node, idx) -> int:
+        syms = {s.name for e in idx for s in sympy.sympify(e).free_symbols}
+        return max([self.level.get(node, 0)] + [self.sym_level.get(n, 0) for n in syms])
+
     def target(self, node, idx) -> tuple:
         """(body to emit into, memo scope) for evaluating `node` at `idx`."""
         if self._is_full(idx):
             return self.loop_body(self.cur_loop), ("loop", self.cur_loop)
-        return self.scalar_body(self.level.get(node, 0)), ("scalar",)
+        return self.scalar_body(self._level_at(node, idx)), ("scalar",)
 
     def value(self, node, idx: tuple) -> V:
         body, scope = self.target(node, idx)
@@ -108,12 +113,35 @@ class _GroupLowering:
             src_idx = indexing.view_index(node, idx, indexing.shape(src.meta["val"]),
                                           indexing.shape(val))
             return self.value(src, src_idx)
+        if ops.info(node.target).scalar == "gather":
+            return self._gather(node, idx, body)
+        if ops.info(node.target).scalar == "arange":
+            return self._arange(node, idx, body)
         args = {}
         for name, a in normalized(node).items():
             if isinstance(a, torch.fx.Node):
                 a = self.value(a, indexing.broadcast(idx, indexing.shape(a.meta["val"])))
             args[name] = a
         return lower_node(node, args, body, ops.info(node.target).scalar)
+
+    def _gather(self, node, idx: tuple, body: Body) -> V:
+        """out[idx] = x[idx with dim replaced by index[idx]]: an indirect load."""
+        x, dim, index = node.args[0], node.args[1], node.args[2]
+        x_shape = indexing.shape(x.meta["val"])
+        dim = dim + len(x_shape) if dim < 0 else dim
+        raw = body.cast(self.value(index, idx), torch.int64)
+        safe = body.emit("bounded", torch.int64, (raw,), index=x_shape[dim])
+        self.sym_level[safe.name] = self._level_at(node, idx)
+        x_idx = tuple(sympy.Symbol(safe.name, integer=True) if d == dim else i
+                      for d, i in enumerate(idx))
+        return self.value(x, x_idx)
+
+    def _arange(self, node, idx: tuple, body: Body) -> V:
+        a = normalized(node)
+        start = a.get("start", 0) if "end" in a and "start" in a else 0
+        step = a.get("step", 1) or 1
+        ramp = body.emit("index", torch.int64, index=sympy.Integer(int(start)) + int(step) * idx[0])
+        return body.cast(ramp, node.meta["val"].dtype)
 
     def store(self, node, idx: tuple) -> None:
         val = node.meta["val"]

@@ -6,6 +6,8 @@ Without a working C++ compiler every group runs through ATen.
 """
 from __future__ import annotations
 
+import ctypes
+
 from brrr_compiler.codegen import cpp
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.log import logger, warn_once
@@ -15,8 +17,12 @@ from brrr_compiler.runtime.runner import CompiledKernel, bind
 
 def _compiled(kernel: Kernel, lib, group_id: int, out_specs) -> CompiledKernel:
     fn = bind(lib, kernel.name, len(kernel.buffers), len(kernel.size_vars))
+    take_error = None
+    if kernel.checks_bounds:
+        take_error = lib.brrr_take_error
+        take_error.restype, take_error.argtypes = ctypes.c_int, []
     return CompiledKernel(group_id, kernel.name, fn, [b.origin for b in kernel.inputs], out_specs,
-                          list(kernel.size_vars))
+                          list(kernel.size_vars), take_error)
 
 
 def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, num_threads: int):

@@ -28,6 +28,11 @@ class CompiledKernel:
     input_names: list[str]       # FX node names of the kernel's inputs, in argument order
     out_specs: list[tuple]       # (shape, stride, dtype) per output; sympy sizes
     size_vars: list = None       # sympy symbols passed after the buffers
+    take_error: object = None    # for kernels with indirect loads: reads the error flag
+
+
+class IndexOutOfBounds(IndexError, RuntimeError):
+    """Raised like eager's gather/nll_loss errors (RuntimeError / IndexError)."""
 
 
 def bind(lib: ctypes.CDLL, name: str, nbuffers: int, nsizes: int = 0):
@@ -66,9 +71,21 @@ def make_call(kernel: CompiledKernel):
             fn(*[t.data_ptr() for t in inputs], *[o.data_ptr() for o in outs], *sizes)
             return outs
 
+    if kernel.take_error is not None:
+        call = _checked(call, kernel.take_error, kernel.name)
     call.__name__ = call.__qualname__ = kernel.name
     call.__module__ = "brrr"
     return call
+
+
+def _checked(call, take_error, name):
+    def checked(*args):
+        outs = call(*args)
+        if take_error():
+            raise IndexOutOfBounds(f"brrr: index out of bounds in {name} (an index or target "
+                                   "outside the indexed dimension; eager raises here too)")
+        return outs
+    return checked
 
 
 def _units(plan, compiled: dict[int, CompiledKernel]):
