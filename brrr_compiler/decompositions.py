@@ -61,6 +61,24 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     return out.to(x.dtype), mean, rstd
 
 
+def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
+    """(out, mean, rstd): statistics over [C/G, HxW] of a free view [N, G, C/G, HxW], so
+    the whole norm is one kernel over that view; the output is viewed back."""
+    acc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    xv = aten.view.default(acc, [N, group, C // group, HxW])
+    n = (C // group) * HxW
+    mean = aten.sum.dim_IntList(xv, [2, 3], True) / n
+    centered = xv - mean
+    rstd = aten.rsqrt(aten.sum.dim_IntList(centered * centered, [2, 3], True) / n + eps)
+    out = centered * rstd
+    if weight is not None:
+        out = out * aten.view.default(weight, [1, group, C // group, 1])
+    if bias is not None:
+        out = out + aten.view.default(bias, [1, group, C // group, 1])
+    out = aten.view.default(out.to(x.dtype), list(x.shape))
+    return out, aten.view.default(mean, [N, group]), aten.view.default(rstd, [N, group])
+
+
 def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, total_weight):
     """d(nll)/dx as a pointwise select over a class ramp: fuses with log_softmax's
     backward into one row kernel instead of zeros + scatter through memory."""
@@ -85,4 +103,5 @@ def table() -> dict:
         aten.std.correction: std,
         aten.native_layer_norm.default: native_layer_norm,
         aten.nll_loss_backward.default: nll_loss_backward,
+        aten.native_group_norm.default: native_group_norm,
     }

@@ -167,6 +167,22 @@ _kind([aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.defau
 
 FALLBACK_INFO = OpInfo(Kind.FALLBACK)
 
+# kernel-IR scalar ops that no ATen op names directly (div's lowering emits them); every
+# other scalar op and reduce kind costs what this table gives the ATen op that names it
+IR_ONLY_COST = {"truediv": DIV, "floordiv": DIV + ADD, "truncdiv": DIV}
+
+
+def scalar_cost(op: str, reduce: bool = False) -> float:
+    """Flop-equivalents of one kernel-IR scalar op (or, with `reduce`, one fold of a
+    reduce kind), read from TABLE; an op the table does not price raises KeyError."""
+    kind = Kind.REDUCTION if reduce else Kind.POINTWISE
+    for info_ in TABLE.values():
+        if info_.kind is kind and info_.scalar == op:
+            return info_.cost
+    if not reduce and op in IR_ONLY_COST:
+        return IR_ONLY_COST[op]
+    raise KeyError(f"brrr: the op table has no cost for {'reduce ' if reduce else ''}{op!r}")
+
 
 def info(target) -> OpInfo:
     """The OpInfo for an FX node target; unknown targets are FALLBACK."""

@@ -51,7 +51,8 @@ static inline float brrr_erff(float x) {
   q = __builtin_fmaf(q, t, 4.9740515439054289e-01f);
   q = __builtin_fmaf(q, t, 1.0f);
   const float r = xc * p / q;
-  return r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
+  // past |x| = 3.9, erf(x) rounds to +-1 in float: return it exactly (gelu(-1e30) = -0)
+  return xc >= 3.9f ? 1.0f : (xc <= -3.9f ? -1.0f : r);
 }
 
 // fp16 values live in registers as float; storage is _Float16 (gcc >= 12 on x86-64).
@@ -90,8 +91,9 @@ template <typename T> static inline bool brrr_isinf(T x) { return false; }
 static inline bool brrr_isinf(float x) { return __builtin_fabsf(x) == __builtin_inff(); }
 static inline bool brrr_isinf(double x) { return __builtin_fabs(x) == __builtin_inf(); }
 template <typename T> static inline bool brrr_signbit(T x) { return x < T(0); }
-static inline bool brrr_signbit(float x) { return __builtin_signbit(x); }
-static inline bool brrr_signbit(double x) { return __builtin_signbit(x); }
+// sign bit through the bits (gcc 12 ICEs vectorizing __builtin_signbit after bf16 loads)
+static inline bool brrr_signbit(float x) { int32_t b; memcpy(&b, &x, 4); return b < 0; }
+static inline bool brrr_signbit(double x) { int64_t b; memcpy(&b, &x, 8); return b < 0; }
 
 // Python-style floor division and remainder on floats, with ATen's rounding fix-ups
 static inline float brrr_fmod(float a, float b) { return fmodf(a, b); }

@@ -125,6 +125,13 @@ def binary(op: str) -> Callable:
     return rule
 
 
+def _round_scalar(c: Ctx, v):
+    """eager's add/sub first converts a Python scalar to a float16/bfloat16 tensor's dtype."""
+    if isinstance(v, V) or c.out not in LOW_PRECISION:
+        return v
+    return torch.tensor(v, dtype=c.out).item()
+
+
 def _alpha(c: Ctx, v: V) -> V:
     alpha = c.a.get("alpha")
     if alpha is None or alpha == 1:
@@ -137,6 +144,7 @@ def add_sub(op: str) -> Callable:
         x, y = c.a["self"], c.a["other"]
         if c.node.target in (aten.rsub.Scalar, aten.rsub.Tensor):
             x, y = y, x
+        x, y = _round_scalar(c, x), _round_scalar(c, y)
         x, y = c.b.cast(x, c.cdt), _alpha(c, c.b.cast(y, c.cdt))
         return c.b.emit(op, c.cdt, (x, y))
     return rule

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from brrr_compiler.log import warn_once
 
-BASE_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno", "-fwrapv", "-fPIC", "-shared", "-std=c++17", "-w")
+BASE_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-std=c++17", "-w")
 NATIVE_FLAG = "-march=native"
 NO_UNDEFINED = "-Wl,--no-undefined"
 DEFAULT_COMPILERS = ("g++", "c++", "clang++")

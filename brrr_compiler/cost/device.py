@@ -1,0 +1,157 @@
+"""DeviceSpec: the handful of machine numbers the cost model needs, and where they come from.
+
+A spec is one of: the calibration of this machine (`brrr calibrate` writes
+`<cache_dir>/device.json`), a generic-CPU default when there is none, or a GPU preset
+from datasheets (A100, H100, H200). Compute throughput is in flop-equivalents per
+second, the unit of the op table (ops.py: an add or a mul is 1, so a vector FMA counts 2,
+as datasheets count it); transcendental functions have their own rate, in evaluations per
+second, because their cost relative to an add differs from machine to machine (libmvec
+on a CPU, special-function units on a GPU).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+DEVICE_FILE = "device.json"
+GIB, MIB = 1 << 30, 1 << 20
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    kind: str                       # "cpu" or "cuda"
+    threads: int                    # CPU threads a kernel runs on (GPU: SMs, informative)
+    flops: dict = field(default_factory=dict)   # dtype name -> flop-equivalents/s, all threads
+    transcendentals: float = 0.0    # exp-class evaluations/s in float32, all threads
+    dram_bandwidth: float = 0.0     # bytes/s streaming from memory (a copy counts read + write)
+    cache_bandwidth: float = 0.0    # bytes/s re-reading data resident in the last-level cache
+    l2_bytes: int = 0               # private cache per thread: per-row re-reads that fit are cheap
+    llc_bytes: int = 0              # last-level cache: a kernel whose bytes fit runs from cache
+    kernel_overhead_s: float = 0.0  # per kernel: C call or launch, plus the runner's dispatch
+    call_overhead_s: float = 0.0    # per call of a compiled graph (guards, runner entry)
+    parallel_min_elements: int = 0  # smaller kernels run on one thread (the C++ printer's rule)
+    overlap: float = 1.0            # 1: time = max(compute, memory); 0: their sum
+    source: str = "default"         # "default", "datasheet", "calibrated <date>", a path
+
+    def flops_for(self, dtype: torch.dtype) -> float:
+        """Flop-equivalents/s for arithmetic in `dtype` (integers and bool: float32's)."""
+        key = dtype_key(dtype)
+        if key not in self.flops:
+            raise KeyError(f"brrr: device {self.name!r} has no flop rate for {key}")
+        return self.flops[key]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DeviceSpec":
+        data = json.loads(text)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"brrr: unknown DeviceSpec fields {unknown}")
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "DeviceSpec":
+        return dataclasses.replace(self, **changes)
+
+
+def dtype_key(dtype: torch.dtype) -> str:
+    """The flops-table key for arithmetic in `dtype`."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"brrr: not a dtype: {dtype!r}")
+    if dtype.is_floating_point:
+        return str(dtype).replace("torch.", "")
+    return "float32"
+
+
+def generic_cpu(threads: int | None = None) -> DeviceSpec:
+    """A middle-of-the-road AVX2 server core, scaled to `threads` (default torch's)."""
+    t = threads or torch.get_num_threads()
+    per_thread = {"float32": 32e9, "float64": 16e9, "float16": 32e9, "bfloat16": 32e9}
+    return DeviceSpec(
+        name="generic-cpu", kind="cpu", threads=t,
+        flops={k: v * t for k, v in per_thread.items()}, transcendentals=1.5e9 * t,
+        dram_bandwidth=30e9, cache_bandwidth=60e9 * t, l2_bytes=1 * MIB, llc_bytes=32 * MIB,
+        kernel_overhead_s=3e-6, call_overhead_s=15e-6, parallel_min_elements=32768,
+        overlap=1.0, source="default")
+
+
+def _gpu(name, sms, fp32, fp64, fp16, bf16, sfu_per_s, hbm, l2_bw, l2, launch) -> DeviceSpec:
+    return DeviceSpec(
+        name=name, kind="cuda", threads=sms,
+        flops={"float32": fp32, "float64": fp64, "float16": fp16, "bfloat16": bf16},
+        transcendentals=sfu_per_s, dram_bandwidth=hbm, cache_bandwidth=l2_bw,
+        l2_bytes=192 * 1024, llc_bytes=l2, kernel_overhead_s=launch, call_overhead_s=20e-6,
+        parallel_min_elements=0, overlap=1.0, source="datasheet")
+
+
+# Datasheet numbers (SXM parts, boost clock, vector units — tensor cores serve matmuls,
+# which brrr leaves to the vendor library). Transcendentals: 16 special-function results
+# per SM per clock. L2 bandwidth and launch overhead are typical measured values.
+PRESETS: dict[str, DeviceSpec] = {
+    "a100": _gpu("A100-SXM4-80GB", 108, 19.5e12, 9.7e12, 78e12, 39e12,
+                 108 * 16 * 1.41e9, 2.039e12, 5.0e12, 40 * MIB, 4e-6),
+    "h100": _gpu("H100-SXM5-80GB", 132, 66.9e12, 33.5e12, 133.8e12, 133.8e12,
+                 132 * 16 * 1.98e9, 3.35e12, 8.0e12, 50 * MIB, 3.5e-6),
+    "h200": _gpu("H200-SXM-141GB", 132, 66.9e12, 33.5e12, 133.8e12, 133.8e12,
+                 132 * 16 * 1.98e9, 4.8e12, 8.0e12, 50 * MIB, 3.5e-6),
+}
+
+
+def device_file(cache_dir: str) -> str:
+    return os.path.join(cache_dir, DEVICE_FILE)
+
+
+def save_device_spec(spec: DeviceSpec, cache_dir: str) -> str:
+    os.makedirs(cache_dir, exist_ok=True)
+    path = device_file(cache_dir)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(spec.to_json() + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_device_spec(path: str) -> DeviceSpec:
+    with open(path) as f:
+        return DeviceSpec.from_json(f.read())
+
+
+def current_device_spec(cache_dir: str) -> DeviceSpec:
+    """This machine's calibration from `<cache_dir>/device.json`, else generic_cpu()."""
+    path = device_file(cache_dir)
+    if not os.path.exists(path):
+        return generic_cpu()
+    try:
+        return load_device_spec(path)
+    except (OSError, ValueError, TypeError) as err:
+        from brrr_compiler.log import warn_once
+        warn_once(f"device-{path}", f"brrr: ignoring unreadable calibration {path} ({err}); "
+                                    "generic CPU numbers apply instead")
+        return generic_cpu()
+
+
+def resolve_device(option: Any, cache_dir: str) -> DeviceSpec:
+    """The spec named by options["device"]: None (this machine), a preset name, a JSON
+    path, or a DeviceSpec."""
+    if option is None:
+        return current_device_spec(cache_dir)
+    if isinstance(option, DeviceSpec):
+        return option
+    if isinstance(option, str):
+        if option.lower() in PRESETS:
+            return PRESETS[option.lower()]
+        if option.lower() in ("cpu", "generic-cpu"):
+            return generic_cpu()
+        if os.path.exists(option):
+            return load_device_spec(option)
+        raise ValueError(f"brrr: option device={option!r}; expected a preset "
+                         f"({', '.join(['cpu', *PRESETS])}), a device.json path or a DeviceSpec")
+    raise TypeError(f"brrr: option device must be a str or DeviceSpec, got {type(option).__name__}")

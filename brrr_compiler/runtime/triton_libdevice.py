@@ -1,0 +1,56 @@
+"""`libdevice` for generated Triton modules: CUDA's libdevice, or numpy under the interpreter.
+
+Generated kernels call `libdevice.tanh(x)` and friends for the math that triton.language
+lacks. Compiled for a GPU that is `triton.language.extra.libdevice`; Triton's interpreter
+(TRITON_INTERPRET=1) cannot run extern calls, so there the same names are numpy functions
+applied to the interpreter's arrays. The interpreter runs kernels as plain Python, so a
+plain function that maps tensor to tensor is all it needs.
+"""
+from __future__ import annotations
+
+import types
+
+
+def _interpreting() -> bool:
+    from brrr_compiler.runtime.triton_launch import interpreting
+    return interpreting()
+
+
+def _numpy_libdevice() -> types.SimpleNamespace:
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    def wrap(np_fn):
+        def fn(*args):
+            data = [a.handle.data for a in args]
+            with np.errstate(all="ignore"):
+                out = np.asarray(np_fn(*data)).astype(data[0].dtype)
+            scalar = args[0].dtype.scalar if hasattr(args[0].dtype, "scalar") else args[0].dtype
+            ty = tl.block_type(scalar, list(out.shape)) if out.shape else scalar
+            return tl.tensor(TensorHandle(out, scalar), ty)
+        return fn
+
+    def erfc(x):
+        import math
+        return np.vectorize(math.erfc, otypes=[x.dtype])(x)
+
+    table = {
+        "expm1": np.expm1, "log1p": np.log1p, "log10": np.log10, "tan": np.tan,
+        "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin,
+        "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh,
+        "atanh": np.arctanh, "erfc": erfc, "pow": np.power, "atan2": np.arctan2,
+        "copysign": np.copysign, "trunc": np.trunc, "nearbyint": np.rint,
+        "signbit": np.signbit,
+    }
+    return types.SimpleNamespace(**{name: wrap(f) for name, f in table.items()})
+
+
+def _libdevice():
+    if _interpreting():
+        return _numpy_libdevice()
+    from triton.language.extra import libdevice as real
+    return real
+
+
+libdevice = _libdevice()
