@@ -5,7 +5,7 @@
       -> passes       (ATen -> ATen, passes.PIPELINE)
       -> partition    (FusionPlan, decided by the fusion policy)
       -> lower        (one Kernel IR per group)
-      -> codegen      (one C++ translation unit per graph)
+      -> codegen      (one C++ translation unit, or one Triton module, per graph)
       -> runtime      (build, load, and an FX runner calling kernels and ATen in order)
 """
 from __future__ import annotations
@@ -18,11 +18,13 @@ import passes
 from brrr_compiler import debug
 from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
+from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config
 from brrr_compiler.log import logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.report import GraphReport, KernelReport
+from brrr_compiler.runtime import triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import boxed, build_runner
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -49,29 +51,59 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
     debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
     gm = passes.run_pipeline(gm, cfg.passes)
     debug.dump(cfg.debug_dir, name, "aten_after.py", gm.code)
-    plan = partition(gm, policy_from_option(cfg.fusion), cfg.max_kernel_args)
+    target, device = choose_target(cfg, gm)
+    plan = partition(gm, policy_from_option(cfg.fusion), cfg.max_kernel_args, device=device)
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
-    kernels, specs = lower_plan(plan)
-    threads = cfg.num_threads or torch.get_num_threads()
-    compiled, source = build_kernels(kernels, specs, cfg, threads)
+    kernels, specs = lower_plan(plan, target)
+    if target == "triton":
+        compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
+    else:
+        threads = cfg.num_threads or torch.get_num_threads()
+        compiled, source = build_kernels(kernels, specs, cfg, threads)
     runner = build_runner(plan, compiled)
-    debug.dump(cfg.debug_dir, name, "kernels.cpp", source)
+    debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
     report = graph_report(name, kind, plan, compiled, source, runner.code)
     logger.info("%s", report)
     if sink is not None:
         sink.append(report)
-    return boxed(runner)
+    run = boxed(runner)
+    return triton_launch.cudagraphs(run, gm, compiled) if cfg.cudagraphs else run
 
 
-def lower_plan(plan):
+def choose_target(cfg: Config, gm) -> tuple:
+    """(code generation target, device its kernels run on) for one graph. CUDA tensors
+    go to Triton (unless target="cpp"), CPU tensors to C++, or to Triton when target=
+    "triton" and Triton's interpreter runs (TRITON_INTERPRET=1). (None, None): every op
+    runs through ATen."""
+    vals = [n.meta.get("val") for n in gm.graph.nodes]
+    cuda = [v.device for v in vals if isinstance(v, torch.Tensor) and v.device.type == "cuda"]
+    if cuda:
+        if cfg.target == "cpp":
+            return None, None
+        if not triton_launch.available():
+            warn_once("no-triton", "brrr: CUDA tensors need Triton (pip install triton); "
+                                   "their ops run through ATen instead")
+            return None, None
+        return "triton", cuda[0]
+    if cfg.target == "triton":
+        if triton_launch.available() and triton_launch.interpreting():
+            return "triton", torch.device("cpu")
+        warn_once("triton-on-cpu", "brrr: target='triton' runs CPU tensors only under "
+                                   "Triton's interpreter (triton installed, TRITON_INTERPRET=1); "
+                                   "using the C++ target instead")
+    return "cpp", torch.device("cpu")
+
+
+def lower_plan(plan, target: str | None = "cpp"):
     """Kernel IR for every group that lowers; a group that does not runs through ATen."""
     kernels, specs = {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
             k = lower_group(g, g.name)
-            cpp.kernel_source(k, 1)          # a printer gap shows up here, not at build
+            # a printer gap shows up here, not at build
+            cpp.kernel_source(k, 1) if target == "cpp" else triton_printer.kernel_source(k)
             missing = [s for s in k.size_vars if s not in sources]
             if missing:
                 raise NotImplementedError(f"brrr: sizes {missing} of {k.name} are not graph inputs")

@@ -29,8 +29,11 @@ class Config:
     cxx: str | None = None
     # OpenMP threads for generated kernels; 0 means torch.get_num_threads()
     num_threads: int = 0
-    # code generation target: "cpp" (CPU), later "triton"
-    target: str = "cpp"
+    # code generation target: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp",
+    # or "triton" (also CPU tensors, under Triton's interpreter: TRITON_INTERPRET=1)
+    target: str = "auto"
+    # replay each compiled graph of CUDA tensors from one CUDA graph (fewer launches)
+    cudagraphs: bool = False
     # names of graph passes to run, in order; None runs passes.PIPELINE
     passes: tuple[str, ...] | None = None
     # refuse groups with more distinct buffer arguments than this
@@ -50,6 +53,7 @@ _ENV = {
     "BRRR_NUM_THREADS": ("num_threads", int),
     "BRRR_TARGET": ("target", str),
     "BRRR_CHECK_STRIDES": ("check_strides", lambda v: v not in ("", "0", "false", "False")),
+    "BRRR_CUDAGRAPHS": ("cudagraphs", lambda v: v not in ("", "0", "false", "False")),
 }
 
 
@@ -81,7 +85,7 @@ def build_config(options: Mapping[str, Any] | None = None, environ: Mapping[str,
 def _validate(cfg: Config) -> None:
     if isinstance(cfg.fusion, str) and cfg.fusion not in ("greedy", "none"):
         raise ValueError(f"brrr: option fusion={cfg.fusion!r}; expected 'greedy', 'none' or a policy object")
-    if cfg.target not in ("cpp",):
-        raise ValueError(f"brrr: option target={cfg.target!r}; expected 'cpp'")
+    if cfg.target not in ("auto", "cpp", "triton"):
+        raise ValueError(f"brrr: option target={cfg.target!r}; expected 'auto', 'cpp' or 'triton'")
     if cfg.num_threads < 0:
         raise ValueError("brrr: option num_threads must be >= 0")

@@ -36,7 +36,9 @@ PRELUDE = '''\
 import triton
 import triton.language as tl
 
-from brrr_compiler.runtime.triton_libdevice import libdevice
+from brrr_compiler.runtime.triton_libdevice import current as _current_libdevice
+
+libdevice = _current_libdevice()
 
 
 @triton.jit
@@ -326,7 +328,7 @@ def signature(k: Kernel, s: Schedule) -> list[str]:
     return params + (["err"] if k.checks_bounds else [])
 
 
-def _constexprs(s: Schedule) -> dict[str, int]:
+def constexprs(s: Schedule) -> dict[str, int]:
     if s.kind == "pointwise":
         return {"XBLOCK": s.xblock}
     if s.kind == "pointwise2d":
@@ -348,7 +350,7 @@ def _grid(k: Kernel, s: Schedule) -> list[str]:
 
 def launcher(k: Kernel, s: Schedule) -> list[str]:
     params = signature(k, s)
-    consts = ", ".join(f"{n}={v}" for n, v in _constexprs(s).items())
+    consts = ", ".join(f"{n}={v}" for n, v in constexprs(s).items())
     return ([f"def launch_{k.name}({', '.join(params)}):"] + _grid(k, s)
             + [f"    {k.name}[grid]({', '.join(params)}, {consts}, num_warps={s.num_warps})"])
 
@@ -374,7 +376,7 @@ def kernel_source(k: Kernel, sm_count: int = triton_schedule.DEFAULT_SM_COUNT) -
         lines = _pointwise_2d(k, s)
     else:
         lines = _pointwise(k, s)
-    params = signature(k, s) + [f"{n}: tl.constexpr" for n in _constexprs(s)]
+    params = signature(k, s) + [f"{n}: tl.constexpr" for n in constexprs(s)]
     fn = ["@triton.jit", f"def {k.name}({', '.join(params)}):"] + ["    " + ln for ln in lines]
     return "\n".join(header(k, s) + fn + ["", ""] + launcher(k, s)) + "\n"
 

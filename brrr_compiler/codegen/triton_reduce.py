@@ -77,8 +77,8 @@ class ReductionPrinter:
             idx = r.args[1]
             return [f"a_{out} = tl.where(xrmask, {x}, {_extreme(kind, dt)})",
                     f"ai_{out} = tl.where(xrmask, {idx}, {LOSING_INDEX})",
-                    f"av_{out}, {out} = tl.reduce((a_{out}, ai_{out}), 1, _brrr_{kind})",
-                    f"{out} = {out}[:, None]"]
+                    f"av_{out}, ri_{out} = tl.reduce((a_{out}, ai_{out}), 1, _brrr_{kind})",
+                    f"{out} = ri_{out}[:, None]"]
         fn = "tl.max" if kind == "max" else "tl.min"
         lines = [f"{out} = {fn}(tl.where(xrmask, {x}, {_extreme(kind, dt)}), 1)[:, None]"]
         if dt.is_floating_point:
@@ -127,8 +127,8 @@ class ReductionPrinter:
             fn = "tl.max" if kind == "any" else "tl.min"
             return [f"{out} = {fn}({acc}.to(tl.int8), 1)[:, None] != 0"]
         if _is_arg(kind):
-            return [f"av_{out}, {out} = tl.reduce(({acc}, acci_{out}), 1, _brrr_{kind})",
-                    f"{out} = {out}[:, None]"]
+            return [f"av_{out}, ri_{out} = tl.reduce(({acc}, acci_{out}), 1, _brrr_{kind})",
+                    f"{out} = ri_{out}[:, None]"]
         fn = "tl.max" if kind == "max" else "tl.min"
         if not dt.is_floating_point:
             return [f"{out} = {fn}({acc}, 1)[:, None]"]

@@ -126,9 +126,12 @@ def binary(op: str) -> Callable:
 
 
 def _round_scalar(c: Ctx, v):
-    """eager's add/sub first converts a Python scalar to a float16/bfloat16 tensor's dtype."""
-    if isinstance(v, V) or c.out not in LOW_PRECISION:
+    """eager's add/sub first converts every operand (a Python scalar, a float32 0-dim
+    tensor) to a float16/bfloat16 result's dtype, then computes in float32."""
+    if c.out not in LOW_PRECISION:
         return v
+    if isinstance(v, V):
+        return c.b.cast(v, c.out)
     return torch.tensor(v, dtype=c.out).item()
 
 

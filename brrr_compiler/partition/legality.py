@@ -39,14 +39,17 @@ def tensor_val(node):
     return val if isinstance(val, torch.Tensor) else None
 
 
-def _plain_tensor(val) -> bool:
-    return (val is not None and val.dtype in SUPPORTED_DTYPES and val.device.type == "cpu"
+CPU = torch.device("cpu")
+
+
+def _plain_tensor(val, device) -> bool:
+    return (val is not None and val.dtype in SUPPORTED_DTYPES and val.device == device
             and val.layout == torch.strided and not val.is_quantized)
 
 
-def _args_ok(node: torch.fx.Node) -> bool:
+def _args_ok(node: torch.fx.Node, device) -> bool:
     for a in node.all_input_nodes:
-        if not _plain_tensor(tensor_val(a)):
+        if not _plain_tensor(tensor_val(a), device):
             return False
     return True
 
@@ -58,28 +61,30 @@ def _only_unit_dims_change(node) -> bool:
     return len(src) == len(dst) and all(a == b for a, b in zip(src, dst))
 
 
-def fusible(node: torch.fx.Node) -> bool:
-    """May `node` be computed inside a generated kernel?"""
-    if node.op != "call_function" or not _plain_tensor(tensor_val(node)):
+def fusible(node: torch.fx.Node, device=CPU) -> bool:
+    """May `node` be computed inside a generated kernel running on `device` (the
+    target's: the CPU for C++; a GPU, or the CPU under Triton's interpreter, for Triton;
+    None: nothing is fusible)? The node and its tensor arguments must all live there."""
+    if node.op != "call_function" or not _plain_tensor(tensor_val(node), device):
         return False
     kind = ops.kind_of(node)
     if kind is Kind.POINTWISE:
-        return _args_ok(node) and not _has_mutable_kwargs(node)
+        return _args_ok(node, device) and not _has_mutable_kwargs(node, device)
     if kind is Kind.REDUCTION:
         spec = reduction_spec(node)
-        return spec is not None and len(spec.dims) > 0 and _args_ok(node)
+        return spec is not None and len(spec.dims) > 0 and _args_ok(node, device)
     if kind is Kind.VIEW and node.target in AFFINE_VIEWS:
         if node.target in RESHAPES and not _only_unit_dims_change(node):
             return False
-        return _args_ok(node)
+        return _args_ok(node, device)
     return False
 
 
-def _has_mutable_kwargs(node) -> bool:
+def _has_mutable_kwargs(node, device) -> bool:
     # _to_copy/clone with a non-default memory_format or pin_memory are layout requests
     # the stored output's meta strides already honour; device moves are not fusible
     dev = node.kwargs.get("device")
-    return dev is not None and torch.device(dev).type != "cpu"
+    return dev is not None and torch.device(dev).type != device.type
 
 
 def is_view(node: torch.fx.Node) -> bool:

@@ -9,11 +9,16 @@ are recorded as Decisions. Before the walk, views with several users are duplica
 that each copy belongs to exactly one consumer: a view absorbed into one kernel never
 forces a materialized copy for another. After the walk, sibling reduction groups over
 the same domain that read a common input are proposed for merging (horizontal fusion).
+When a merge does not happen and the policy says `recompute = True`, the consumer is
+offered to compute the producer again from the producer's own inputs (a copy of the
+producer's pointwise nodes joins the consumer group); if accepted, producer nodes nobody
+reads any more are erased.
 """
 from __future__ import annotations
 
 import torch.fx
 
+from brrr_compiler import ops
 from brrr_compiler.partition import legality
 from brrr_compiler.partition.plan import Decision, FusionPlan, Group
 from brrr_compiler.partition.policy import FusionPolicy, MergeCandidate
@@ -45,11 +50,11 @@ def _describe(members) -> str:
 class _Walk:
     """State of one partitioning walk over a graph."""
 
-    def __init__(self, gm, policy: FusionPolicy, max_args: int):
-        self.policy, self.max_args = policy, max_args
+    def __init__(self, gm, policy: FusionPolicy, max_args: int, device):
+        self.policy, self.max_args, self.graph = policy, max_args, gm.graph
         self.order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self.graph_outputs = _graph_outputs(gm)
-        self.fusible = {n for n in gm.graph.nodes if legality.fusible(n)}
+        self.fusible = {n for n in gm.graph.nodes if legality.fusible(n, device)}
         self.group_of: dict = {}
         self.decisions: list[Decision] = []
 
@@ -69,13 +74,16 @@ class _Walk:
             producer, views = self.producer_chain(arg)
             if producer is None or self.group_of[producer] is self.group_of[node]:
                 continue
-            self.try_merge(self.group_of[producer], self.group_of[node] | set(views))
+            consumer = self.group_of[node] | set(views)
+            if not self.try_merge(self.group_of[producer], consumer) and \
+                    getattr(self.policy, "recompute", False):
+                self.try_recompute(producer, consumer)
 
-    def try_merge(self, a: set, b: set) -> None:
+    def try_merge(self, a: set, b: set) -> bool:
         reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args)
         if reason is not None:
             self.decisions.append(Decision(_describe(a), _describe(b), False, reason))
-            return
+            return False
         merged = a | b
         candidate = MergeCandidate(
             frozenset(a), frozenset(b), legality.stored_nodes(merged, self.graph_outputs),
@@ -86,6 +94,56 @@ class _Walk:
         if verdict.accept:
             for n in merged:
                 self.group_of[n] = merged
+        return verdict.accept
+
+    def try_recompute(self, producer, b: set) -> None:
+        """Offer to compute `producer` (and its pointwise ancestors in its group) in `b`."""
+        a, sub, todo = self.group_of[producer], set(), [producer]
+        while todo:
+            n = todo.pop()
+            if n in sub:
+                continue
+            if ops.kind_of(n) is ops.Kind.REDUCTION:
+                return
+            sub.add(n)
+            todo += [x for x in n.all_input_nodes if x in a]
+        if sub == a and not a & self.graph_outputs and all(u in a or u in b for n in a for u in n.users):
+            return                                   # that is the merge just decided
+        inputs = legality.external_inputs(sub | b)
+        stored = legality.stored_nodes(b, self.graph_outputs)
+        if len(inputs) + len(stored) > self.max_args:
+            return
+        verdict = self.policy.decide(MergeCandidate(frozenset(a), frozenset(b), stored, inputs,
+                                                    self.graph_outputs, frozenset(sub)))
+        self.decisions.append(Decision(_describe(sub), _describe(b), verdict.accept,
+                                       "recompute in consumer: " + verdict.reason,
+                                       dict(verdict.metrics)))
+        if verdict.accept:
+            self.clone_into(sub, b, a)
+
+    def clone_into(self, sub: set, b: set, a: set) -> None:
+        """Copy `sub` into group `b` (its readers there read the copies); erase what in `a`
+        nobody reads any more."""
+        first = min((u for n in sub for u in n.users if u in b), key=self.order.__getitem__)
+        copies: dict = {}
+        with self.graph.inserting_before(first):
+            for n in sorted(sub, key=self.order.__getitem__):
+                copies[n] = self.graph.call_function(
+                    n.target, *torch.fx.map_arg((n.args, n.kwargs), lambda x: copies.get(x, x)))
+                copies[n].meta = dict(n.meta)
+                self.order[copies[n]] = self.order[n]
+                self.fusible.add(copies[n])
+        for u in b:
+            for n in set(u.all_input_nodes) & sub:
+                u.replace_input_with(n, copies[n])
+        merged = b | set(copies.values())
+        for n in merged:
+            self.group_of[n] = merged
+        for n in sorted(a, key=self.order.__getitem__, reverse=True):
+            if not n.users and n not in self.graph_outputs:
+                a.discard(n)
+                del self.group_of[n]
+                self.graph.erase_node(n)
 
     def horizontal(self) -> None:
         """Merge sibling reduction groups over the same domain that read a common input
@@ -120,10 +178,12 @@ class _Walk:
         return out
 
 
-def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48) -> FusionPlan:
-    """Group the fusible nodes of `gm` (mutated: shared views are duplicated)."""
+def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48,
+              device=legality.CPU) -> FusionPlan:
+    """Group the nodes of `gm` fusible into kernels on `device` (the target's; see
+    legality.fusible) (`gm` is mutated: shared views are duplicated)."""
     duplicate_shared_views(gm)
-    walk = _Walk(gm, policy, max_args)
+    walk = _Walk(gm, policy, max_args, device)
     for node in gm.graph.nodes:
         walk.visit(node)
     walk.horizontal()

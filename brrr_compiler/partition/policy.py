@@ -21,6 +21,9 @@ class MergeCandidate:
     merged_outputs: list           # nodes the merged group would store
     merged_inputs: list            # external nodes the merged group would read
     graph_outputs: frozenset       # the graph's output nodes (for the policy's own checks)
+    # a recompute offer (only to policies with `recompute = True`): the producer nodes the
+    # consumer would compute again from their inputs, the producer keeping its own kernel
+    recompute: frozenset = frozenset()
 
 
 @dataclass
@@ -53,10 +56,12 @@ class NoFusionPolicy:
         return Verdict(False, "the 'none' policy fuses nothing")
 
 
-def policy_from_option(fusion: Any) -> FusionPolicy:
-    """The policy named by options["fusion"], or the user's own policy object."""
+def policy_from_option(fusion: Any, device=None) -> FusionPolicy:
+    """The policy named by options["fusion"] ("cost" predicts on `device`, a DeviceSpec),
+    or the user's own policy object."""
     if isinstance(fusion, str):
-        table = {"greedy": GreedyPolicy, "none": NoFusionPolicy}
+        from brrr_compiler.cost.policy import CostPolicy      # cost imports partition
+        table = {"cost": lambda: CostPolicy(device), "greedy": GreedyPolicy, "none": NoFusionPolicy}
         if fusion not in table:
             raise ValueError(f"brrr: unknown fusion policy {fusion!r}; expected one of {sorted(table)}")
         return table[fusion]()

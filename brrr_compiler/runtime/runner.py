@@ -29,6 +29,8 @@ class CompiledKernel:
     out_specs: list[tuple]       # (shape, stride, dtype) per output; sympy sizes
     size_vars: list = None       # sympy symbols passed after the buffers
     take_error: object = None    # for kernels with indirect loads: reads the error flag
+    device: object = None        # where outputs are allocated (None: the CPU)
+    tensor_args: bool = False    # fn takes tensors (a Triton launcher), not data pointers
 
 
 class IndexOutOfBounds(IndexError, RuntimeError):
@@ -52,12 +54,13 @@ def _static_specs(specs):
 def make_call(kernel: CompiledKernel):
     """A Python function running one kernel: inputs (then sizes) in, new outputs out."""
     fn, nin = kernel.fn, len(kernel.input_names)
-    empty = torch.empty_strided
+    empty, device = torch.empty_strided, kernel.device
+    ptr = (lambda t: t) if kernel.tensor_args else torch.Tensor.data_ptr
     static = _static_specs(kernel.out_specs)
     if static is not None and not kernel.size_vars:
         def call(*inputs):
-            outs = [empty(shape, stride, dtype=dtype) for shape, stride, dtype in static]
-            fn(*[t.data_ptr() for t in inputs], *[o.data_ptr() for o in outs])
+            outs = [empty(shape, stride, dtype=dtype, device=device) for shape, stride, dtype in static]
+            fn(*[ptr(t) for t in inputs], *[ptr(o) for o in outs])
             return outs
     else:
         layout = sympy.lambdify(kernel.size_vars or [], [[list(sh), list(st)] for sh, st, _ in
@@ -66,9 +69,9 @@ def make_call(kernel: CompiledKernel):
 
         def call(*args):
             inputs, sizes = args[:nin], [int(s) for s in args[nin:]]
-            outs = [empty([int(x) for x in sh], [int(x) for x in st], dtype=dt)
+            outs = [empty([int(x) for x in sh], [int(x) for x in st], dtype=dt, device=device)
                     for (sh, st), dt in zip(layout(*sizes), dtypes)]
-            fn(*[t.data_ptr() for t in inputs], *[o.data_ptr() for o in outs], *sizes)
+            fn(*[ptr(t) for t in inputs], *[ptr(o) for o in outs], *sizes)
             return outs
 
     if kernel.take_error is not None:

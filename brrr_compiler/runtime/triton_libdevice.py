@@ -1,6 +1,7 @@
 """`libdevice` for generated Triton modules: CUDA's libdevice, or numpy under the interpreter.
 
-Generated kernels call `libdevice.tanh(x)` and friends for the math that triton.language
+Generated kernels call `libdevice.tanh(x)` and friends (their module binds
+`libdevice = current()` when it is imported) for the math that triton.language
 lacks. Compiled for a GPU that is `triton.language.extra.libdevice`; Triton's interpreter
 (TRITON_INTERPRET=1) cannot run extern calls, so there the same names are numpy functions
 applied to the interpreter's arrays. The interpreter runs kernels as plain Python, so a
@@ -46,11 +47,14 @@ def _numpy_libdevice() -> types.SimpleNamespace:
     return types.SimpleNamespace(**{name: wrap(f) for name, f in table.items()})
 
 
-def _libdevice():
-    if _interpreting():
-        return _numpy_libdevice()
-    from triton.language.extra import libdevice as real
-    return real
+_numpy: list = []
 
 
-libdevice = _libdevice()
+def current():
+    """The libdevice for the mode Triton is in now (generated modules bind it at import)."""
+    if not _interpreting():
+        from triton.language.extra import libdevice as real
+        return real
+    if not _numpy:
+        _numpy.append(_numpy_libdevice())
+    return _numpy[0]

@@ -1,0 +1,122 @@
+"""Predicted time of one kernel on one device: compute, memory, overhead, and which binds.
+
+    compute  = cheap flops / flop rate + transcendentals / transcendental rate  (per dtype)
+    memory   = (bytes read + written) at the bandwidth of where they live
+               + per-row re-reads (at cache speed when a row of them fits in L2)
+    overhead = the per-kernel call (C call through the runner; a launch on a GPU)
+    time     = overhead + max(compute, memory) + (1 - overlap) * min(compute, memory)
+
+Note on the combination. With overlap = 1 this is the roofline (time is the larger of
+compute and memory); with overlap = 0 it is their sum (no overlap, XLA's "compute +
+memory - overlap" with no overlap). benchmarks/bench_cost_model.py measured both on the
+calibrated 2-core EPYC over 30+ kernels and the roofline predicted better (see
+benchmarks/results/cost_model.md): the OpenMP threads stream tiles with hardware
+prefetch while the vector units work, so the slower of the two hides the faster one.
+The device carries `overlap` so another machine can say otherwise.
+
+Where bytes live. A kernel's data is assumed hot from the kernel before it when it fits in
+the last-level cache: up to 3/4 of the LLC it runs at cache bandwidth, beyond 4x the LLC
+at DRAM bandwidth, and in between the hit fraction falls linearly in log(bytes) (what a
+copy of growing size measures on the EPYC's victim L3). A CPU kernel smaller than
+device.parallel_min_elements runs on one thread: its compute and cache rates are divided
+by the thread count.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from brrr_compiler.cost.device import DeviceSpec
+from brrr_compiler.cost.from_group import group_stats
+from brrr_compiler.cost.from_kernel import kernel_stats
+from brrr_compiler.cost.stats import CostModelError, KernelStats
+
+SPLIT_MIN_RED = 65536    # one long row is split across threads (the C++ printer's rule)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+    total_s: float
+    bound: str                # "compute", "memory" or "overhead"
+    flops: float              # flop-equivalents (transcendentals at op-table weight)
+    bytes: int                # bytes read + written (re-reads not included)
+
+    def describe(self) -> str:
+        return (f"{self.bound}-bound: {self.total_s * 1e6:.3g} us (compute "
+                f"{self.compute_s * 1e6:.3g}, memory {self.memory_s * 1e6:.3g}, overhead "
+                f"{self.overhead_s * 1e6:.3g} us)")
+
+
+def hit_fraction(nbytes: float, llc_bytes: float) -> float:
+    """Fraction of a kernel's bytes served from the last-level cache (see the note)."""
+    lo, hi = 0.75 * llc_bytes, 4.0 * llc_bytes
+    if llc_bytes <= 0 or nbytes >= hi:
+        return 0.0
+    if nbytes <= lo:
+        return 1.0
+    return math.log(hi / nbytes) / math.log(hi / lo)
+
+
+def parallel_threads(stats: KernelStats, device: DeviceSpec) -> int:
+    """Threads the kernel runs on (CPU codegen: small kernels stay on one thread)."""
+    if device.kind != "cpu" or stats.points >= device.parallel_min_elements and (
+            stats.rows > 1 or stats.points >= SPLIT_MIN_RED):
+        return device.threads
+    return 1
+
+
+def compute_seconds(stats: KernelStats, device: DeviceSpec) -> float:
+    if device.transcendentals <= 0:
+        raise CostModelError(f"brrr: device {device.name!r} has no transcendental rate")
+    t = 0.0
+    for key, flops in stats.flops.items():
+        t += flops / _rate(device, key)
+    for key, count in stats.transcendentals.items():
+        t += count / device.transcendentals * (_rate(device, "float32") / _rate(device, key))
+    return t
+
+
+def _rate(device: DeviceSpec, key: str) -> float:
+    rate = device.flops.get(key)
+    if not rate:
+        raise CostModelError(f"brrr: device {device.name!r} has no flop rate for {key}")
+    return rate
+
+
+def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0) -> float:
+    if device.dram_bandwidth <= 0 or device.cache_bandwidth <= 0:
+        raise CostModelError(f"brrr: device {device.name!r} has no bandwidth")
+    hit = hit_fraction(stats.bytes, device.llc_bytes)
+    per_byte = hit * slow / device.cache_bandwidth + (1 - hit) / device.dram_bandwidth
+    t = stats.bytes * per_byte
+    if stats.reread_bytes:
+        fits = stats.reread_row_bytes <= device.l2_bytes
+        t += stats.reread_bytes * (slow / device.cache_bandwidth if fits else per_byte)
+    return t
+
+
+def predict(stats: KernelStats, device: DeviceSpec) -> Estimate:
+    slow = device.threads / parallel_threads(stats, device)
+    compute = compute_seconds(stats, device) * slow
+    memory = memory_seconds(stats, device, slow)
+    overhead = device.kernel_overhead_s
+    hi, lo = max(compute, memory), min(compute, memory)
+    total = overhead + hi + (1.0 - device.overlap) * lo
+    if overhead >= hi:
+        bound = "overhead"
+    else:
+        bound = "compute" if compute >= memory else "memory"
+    return Estimate(compute, memory, overhead, total, bound, stats.total_flops, stats.bytes)
+
+
+def estimate_kernel(kernel, device: DeviceSpec, hints: dict | None = None) -> Estimate:
+    return predict(kernel_stats(kernel, hints), device)
+
+
+def estimate_group(group, device: DeviceSpec) -> Estimate:
+    """A partition Group (nodes, outputs, inputs, domain, reduced_dims), not lowered."""
+    return predict(group_stats(group.nodes, group.outputs, group.inputs, group.domain,
+                               group.reduced_dims), device)

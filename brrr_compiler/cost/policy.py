@@ -1,0 +1,135 @@
+"""CostPolicy ("cost"): fuse a legal merge when the cost model predicts it is faster.
+
+For a merge of a producer group into a consumer group it predicts both kernels as they
+stand (the producer stores what the consumer reads, the consumer reads it back) against
+the merged kernel (which computes the producer at every point it needs it: once per
+element for a plain chain, once per broadcast point or per loop phase otherwise), and
+accepts when the merged kernel is faster. For a recompute offer (candidate.recompute: the
+producer nodes the consumer would compute again from their own inputs, the producer group
+keeping its kernel for its other readers) it compares the two groups before and after.
+Kernels that would grow past what the C++ printer handles well, too many input streams
+or too many values live at once, are refused before any estimate. Every verdict carries
+predicted unfused and fused time, the bytes saved and the change in compute, memory and
+overhead, so `explain` and the logs say why in those three terms.
+"""
+from __future__ import annotations
+
+from brrr_compiler.cost.device import DeviceSpec, generic_cpu
+from brrr_compiler.cost.estimate import Estimate, predict
+from brrr_compiler.cost.from_group import group_stats
+from brrr_compiler.cost.stats import CostModelError
+from brrr_compiler.partition import legality
+from brrr_compiler.partition.policy import MergeCandidate, Verdict
+
+MAX_INPUTS = 32     # input buffers of one kernel: each is a stream for the prefetchers
+MAX_LIVE = 64       # values live at once in the loop body: past this gcc spills heavily
+
+
+def _topo(members) -> list:
+    seen, out = set(), []
+
+    def visit(n):
+        if n in seen:
+            return
+        seen.add(n)
+        for a in n.all_input_nodes:
+            if a in members:
+                visit(a)
+        out.append(n)
+    for n in sorted(members, key=lambda n: n.name):
+        visit(n)
+    return out
+
+
+def live_values(members) -> int:
+    """Most member values live at once, in a topological order of the group (views are
+    index arithmetic: a value read through a view lives until the view's readers)."""
+    order = _topo(members)
+    pos = {n: i for i, n in enumerate(order)}
+
+    def last_use(n) -> int:
+        uses = [last_use(u) if legality.is_view(u) else pos[u] for u in n.users if u in pos]
+        return max(uses, default=pos[n])
+    ends = [(pos[n], last_use(n)) for n in order if not legality.is_view(n)]
+    return max((sum(1 for s, e in ends if s <= i < e) for i in range(len(order))), default=0)
+
+
+class CostPolicy:
+    name = "cost"
+    recompute = True        # the partitioner may offer to recompute producers in consumers
+
+    def __init__(self, device: DeviceSpec | None = None, max_inputs: int = MAX_INPUTS,
+                 max_live: int = MAX_LIVE, strict: bool = False):
+        self.device = device or generic_cpu()
+        self.max_inputs, self.max_live, self.strict = max_inputs, max_live, strict
+
+    def kernel(self, members, graph_outputs, outputs=None) -> Estimate | None:
+        """The predicted kernel for `members` (None: it would store nothing, so no kernel)."""
+        members = set(members)
+        if outputs is None:
+            outputs = legality.stored_nodes(members, graph_outputs)
+        if not outputs:
+            return None
+        domain = legality.reduction_domain(members)
+        if isinstance(domain, str):
+            raise CostModelError(domain)
+        if domain is None:
+            domain = (legality.shape_of(outputs[0]), ())
+        stats = group_stats(_topo(members), outputs, legality.external_inputs(members), *domain)
+        return predict(stats, self.device)
+
+    def decide(self, c: MergeCandidate) -> Verdict:
+        refusal = self.limits(c)
+        if refusal:
+            return Verdict(False, refusal)
+        try:
+            before, after = self.predict(c)
+        except CostModelError as err:
+            if self.strict:
+                raise
+            return Verdict(True, f"no estimate ({err}); fused because it is legal")
+        return verdict(before, after, bool(c.recompute))
+
+    def limits(self, c: MergeCandidate) -> str | None:
+        n_in = len(c.merged_inputs)
+        if n_in > self.max_inputs:
+            return f"too big: the kernel would read {n_in} buffers (max_inputs={self.max_inputs})"
+        members = set(c.recompute or c.producer) | set(c.consumer)
+        live = live_values(members)
+        if live > self.max_live:
+            return f"too big: {live} values live at once in the kernel (max_live={self.max_live})"
+        return None
+
+    def predict(self, c: MergeCandidate) -> tuple[list, list]:
+        """(kernels before, kernels after) the merge or recompute, as Estimates."""
+        go, a, b = c.graph_outputs, set(c.producer), set(c.consumer)
+        before = [self.kernel(a, go), self.kernel(b, go)]
+        sub = set(c.recompute)
+        if not sub:
+            return before, [self.kernel(a | b, go, list(c.merged_outputs))]
+        kept = [n for n in a if n in go or any(u not in a and u not in b for u in n.users)]
+        after = [self.kernel(a, go, kept) if kept else None,
+                 self.kernel(b | sub, go, legality.stored_nodes(b, go))]
+        return before, after
+
+
+def _sum(kernels, attr: str) -> float:
+    return sum(getattr(k, attr) for k in kernels if k is not None)
+
+
+def verdict(before: list, after: list, recompute: bool) -> Verdict:
+    """Accept when `after` is predicted faster; say why in compute/memory/overhead terms."""
+    t0, t1 = _sum(before, "total_s"), _sum(after, "total_s")
+    saved = int(_sum(before, "bytes") - _sum(after, "bytes"))
+    deltas = {f"d_{k}_us": round((_sum(after, k + "_s") - _sum(before, k + "_s")) * 1e6, 3)
+              for k in ("compute", "memory", "overhead")}
+    main = next((k for k in reversed(after) if k is not None), None)
+    metrics = {"unfused_us": round(t0 * 1e6, 3), "fused_us": round(t1 * 1e6, 3),
+               "bytes_saved": saved, **deltas, "bound": main.bound if main else "none"}
+    what = "recomputing" if recompute else "fused"
+    why = ", ".join(f"{k[2:-3]} {v:+.3g} us" for k, v in deltas.items())
+    if t1 < t0:
+        return Verdict(True, f"{what} is faster: {t1 * 1e6:.3g} us < {t0 * 1e6:.3g} us ({why})",
+                       metrics)
+    return Verdict(False, f"{what} is not faster: {t1 * 1e6:.3g} us >= {t0 * 1e6:.3g} us ({why})",
+                   metrics)

@@ -1,0 +1,110 @@
+"""KernelStats: what one kernel must compute and move, independent of any machine.
+
+Two counters produce it and must agree: from_kernel.py walks the kernel IR (what codegen
+prints) and from_group.py walks the FX nodes of a group (what the partitioner has before
+anything is lowered). Both count
+  - flops: flop-equivalents of the cheap ops (op table weights: add 1, div 4, ...),
+  - transcendentals: evaluations of exp-class functions (an op costing k * TRANSCENDENTAL
+    flop-equivalents counts k), each keyed by the dtype the arithmetic runs in,
+  - bytes read (each input buffer once, at the extent the kernel touches: a broadcast
+    operand at its own size) and bytes written,
+  - re-read bytes: a later loop phase of a reduction kernel reading a row again, and the
+    bytes one row of those buffers occupies (whether the re-read hits the cache).
+Missing information (a symbolic size with no hint, an op the table does not price) raises
+CostModelError; a count is never silently zero.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from brrr_compiler import ops
+from brrr_compiler.cost.device import dtype_key
+
+
+class CostModelError(Exception):
+    """The cost model lacks a number it needs (unknown op cost, size, dtype)."""
+
+
+@dataclass
+class KernelStats:
+    points: int                    # iteration points: rows * reduced extent
+    rows: int                      # outer (parallel) points; == points without reductions
+    flops: dict = field(default_factory=dict)            # dtype key -> flop-equivalents
+    transcendentals: dict = field(default_factory=dict)  # dtype key -> evaluations
+    bytes_read: int = 0
+    bytes_written: int = 0
+    reread_bytes: int = 0          # loop phases re-reading rows already read once
+    reread_row_bytes: int = 0      # bytes of one row of the re-read buffers
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def total_flops(self) -> float:
+        """All work in flop-equivalents (a transcendental at its op-table weight)."""
+        return sum(self.flops.values()) + ops.TRANSCENDENTAL * sum(self.transcendentals.values())
+
+    def add_op(self, cost: float, dtype: torch.dtype, count: int) -> None:
+        key = dtype_key(dtype)
+        if cost >= ops.TRANSCENDENTAL:
+            self.transcendentals[key] = self.transcendentals.get(key, 0) + count * cost / ops.TRANSCENDENTAL
+        elif cost > 0:
+            self.flops[key] = self.flops.get(key, 0) + count * cost
+
+
+@functools.cache
+def op_cost(op: str, reduce: bool = False) -> float:
+    try:
+        return ops.scalar_cost(op, reduce)
+    except KeyError as err:
+        raise CostModelError(str(err)) from None
+
+
+def itemsize(dtype) -> int:
+    size = getattr(dtype, "itemsize", None)
+    if not isinstance(dtype, torch.dtype) or not size:
+        raise CostModelError(f"brrr: unknown element size for dtype {dtype!r}")
+    return size
+
+
+def as_int(expr, hints: dict | None = None) -> int:
+    """A size as an int: a number, a SymInt with a hint, or a sympy expression whose
+    symbols `hints` maps to numbers."""
+    if isinstance(expr, torch.SymInt):
+        hint = expr.node.hint
+        if hint is None:
+            raise CostModelError(f"brrr: symbolic size {expr} has no hint")
+        return int(hint)
+    e = sympy.sympify(expr)
+    if not e.is_number and hints:
+        e = e.xreplace({s: sympy.Integer(hints[s]) for s in e.free_symbols if s in hints})
+    if not e.is_number:
+        raise CostModelError(f"brrr: symbolic size {expr} has no hint")
+    return int(e)
+
+
+def size_hints(vals) -> dict:
+    """symbol -> hint for every symbolic size in the FakeTensors `vals`."""
+    hints = {}
+    for v in vals:
+        if not isinstance(v, torch.Tensor):
+            continue
+        for s in list(v.shape) + list(v.stride()):
+            if isinstance(s, torch.SymInt) and s.node.hint is not None:
+                for sym in s.node.expr.free_symbols:
+                    env = getattr(s.node.shape_env, "var_to_val", {})
+                    if sym in env:
+                        hints[sym] = int(env[sym])
+    return hints
+
+
+def prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out

@@ -1,0 +1,103 @@
+"""The C++ printer checked as text: no compiler runs here."""
+import re
+
+import sympy
+import torch
+from torch.testing import FileCheck
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.lower.group import lower_group
+from brrr_compiler.runtime import toolchain
+from tests.helpers import plan_of
+
+i0, i1 = sympy.symbols("i0 i1")
+
+
+def _kernel(fn, *args):
+    """The one kernel brrr makes for `fn`, lowered from its fusion plan."""
+    plan = plan_of(fn, *args)
+    assert len(plan.groups) == 1, str(plan)
+    return plan.groups[0], lower_group(plan.groups[0], plan.groups[0].name)
+
+
+def _buffer(kernel, origin: str) -> str:
+    return next(b.name for b in kernel.buffers if b.origin == origin)
+
+
+def _load_index(source: str, buf: str) -> sympy.Expr:
+    """The index expression of the (one) load from `buf`, parsed back into sympy."""
+    found = re.findall(rf"\b{buf}\[(.*?)\];", source)
+    assert len(found) == 1, f"{len(found)} loads of {buf} in:\n{source}"
+    return sympy.sympify(found[0])
+
+
+def _mul_exp(y, xt):
+    return (y * xt).exp() + 1
+
+
+def _inputs(dtype=torch.float32):
+    return torch.randn(33, 17, dtype=dtype), torch.randn(17, 33, dtype=dtype).t()
+
+
+def test_function_loops_and_pragmas():
+    _, k = _kernel(_mul_exp, *_inputs())
+    src = cpp.kernel_source(k, 4)
+    (FileCheck().check(f'extern "C" void {k.name}(const float* __restrict in0')
+     .check("#pragma omp parallel for num_threads(4)")
+     .check("for (int64_t w = 0; w < nwork; ++w)")
+     .check("#pragma omp simd").check("for (int64_t i1 = lo; i1 < hi; ++i1)")
+     .check("expf(").check("out0[").run(src))
+    assert k.name.startswith("k0_")
+
+
+def test_one_comment_line_per_fused_node():
+    group, k = _kernel(_mul_exp, *_inputs())
+    src = cpp.kernel_source(k, 1)
+    check = FileCheck().check(f"// {k.name}: fuses {len(group.nodes)} ATen node(s)")
+    for n in group.nodes:
+        check = check.check(f"//   {n.name} = {str(n.target).replace('aten::', 'aten.')}(")
+    check.check('extern "C"').run(src)
+    comments = [line for line in src.splitlines() if re.match(r"//   \w+ = aten\.", line)]
+    assert len(comments) == len(group.nodes) == 3
+
+
+def test_transposed_input_is_a_strided_load():
+    _, k = _kernel(_mul_exp, *_inputs())
+    src = cpp.kernel_source(k, 1)
+    assert _load_index(src, _buffer(k, "y_1")) == 17 * i0 + i1
+    assert _load_index(src, _buffer(k, "xt_1")) == 33 * i1 + i0
+    FileCheck().check_regex(r"in1\[\(?i1\*33 \+ i0\)?\]").run(src)
+
+
+def test_broadcast_bias_is_indexed_by_the_inner_var_only():
+    _, k = _kernel(lambda x, b: torch.tanh(x + b), torch.randn(33, 17), torch.randn(17))
+    src = cpp.kernel_source(k, 1)
+    assert _load_index(src, _buffer(k, "b_1")) == i1
+    assert _load_index(src, _buffer(k, "x_1")) == 17 * i0 + i1
+    FileCheck().check("#pragma omp simd").check("for (int64_t i1").check("in1[i1]").run(src)
+
+
+def test_contiguous_kernel_is_one_flat_loop():
+    _, k = _kernel(_mul_exp, torch.randn(33, 17), torch.randn(33, 17))
+    src = cpp.kernel_source(k, 1)
+    FileCheck().check("const int64_t n_inner = 561;").check("in0[i0]").check("in1[i0]") \
+        .check("out0[i0]").check_not("i1").run(src)
+
+
+def test_bfloat16_loads_and_stores_convert():
+    _, k = _kernel(_mul_exp, *_inputs(torch.bfloat16))
+    src = cpp.kernel_source(k, 1)
+    (FileCheck().check("const uint16_t* __restrict in0").check("uint16_t* __restrict out0")
+     .check("brrr_bf16_to_f32(in0[").check("brrr_bf16_to_f32(in1[")
+     .check("expf(").check("brrr_f32_to_bf16(").run(src))
+    assert "double" not in src
+
+
+def test_no_fast_math_anywhere():
+    _, k = _kernel(_mul_exp, *_inputs())
+    unit = cpp.translation_unit([k], 2)
+    FileCheck().check("brrr_bf16_to_f32").check(f'extern "C" void {k.name}').run(unit)
+    code = re.sub(r"//[^\n]*", "", unit)          # the prelude's comments may name the flag
+    for text in (code, " ".join(toolchain.BASE_FLAGS + (toolchain.NATIVE_FLAG,))):
+        for unsafe in ("fast-math", "-Ofast", "unsafe-math", "finite-math", "optimize"):
+            assert unsafe not in text, unsafe

@@ -1,0 +1,98 @@
+"""The partitioner on ATen graphs: which nodes share a group, and why (Decisions)."""
+import torch
+
+from brrr_compiler import ops
+from brrr_compiler.partition import NoFusionPolicy, Verdict
+from tests.helpers import plan_of
+
+aten = torch.ops.aten
+
+
+def _x(*shape):
+    return torch.randn(*shape)
+
+
+def _targets(group):
+    return [n.target for n in group.nodes]
+
+
+def _group_with(plan, target):
+    found = [g for g in plan.groups if target in _targets(g)]
+    assert len(found) == 1, f"{target} is in {len(found)} groups:\n{plan}"
+    return found[0]
+
+
+def chain(x):
+    return ((x * 2 + 1).exp() - x).tanh().relu() * 0.5
+
+
+def test_chain_is_one_group():
+    plan = plan_of(chain, _x(8, 5))
+    assert len(plan.groups) == 1, str(plan)
+    assert len(plan.groups[0].nodes) == 7 and plan.aten_nodes() == [], str(plan)
+    assert plan.decisions and all(d.accepted for d in plan.decisions), str(plan)
+    assert plan.groups[0].domain == (8, 5)
+
+
+def test_mm_splits_groups():
+    def fn(x, w):
+        return ((x * 2).tanh() @ w).sigmoid() + 1
+
+    plan = plan_of(fn, _x(8, 5), _x(5, 3))
+    assert len(plan.groups) == 2, str(plan)
+    assert [n.target for n in plan.aten_nodes()] == [aten.mm.default], str(plan)
+    before, after = _group_with(plan, aten.tanh.default), _group_with(plan, aten.sigmoid.default)
+    assert before is not after
+    assert aten.mul.Tensor in _targets(before) and aten.add.Tensor in _targets(after)
+
+
+def test_cycle_through_aten_node_is_refused():
+    """exp -> mm -> add and exp -> add: one kernel for exp and add would have to run both
+    before and after the mm."""
+    def fn(x, w):
+        a = x.exp()
+        return a + a @ w
+
+    plan = plan_of(fn, _x(6, 6), _x(6, 6))
+    assert _group_with(plan, aten.exp.default) is not _group_with(plan, aten.add.Tensor)
+    refused = [d for d in plan.decisions if not d.accepted]
+    assert len(refused) == 1, str(plan)
+    assert refused[0].reason.startswith("illegal") and "cycle" in refused[0].reason, str(plan)
+    assert "exp" in refused[0].producer and "add" in refused[0].consumer
+
+
+def test_none_policy_one_group_per_pointwise_node():
+    plan = plan_of(chain, _x(8, 5), policy=NoFusionPolicy())
+    pointwise = [n for n in plan.graph.graph.nodes if ops.kind_of(n) is ops.Kind.POINTWISE]
+    assert len(pointwise) == 7
+    assert [g.nodes for g in plan.groups] == [[n] for n in pointwise], str(plan)
+    assert plan.policy == "none"
+    assert plan.decisions and not any(d.accepted for d in plan.decisions), str(plan)
+
+
+class OnlyIntoExp:
+    """A researcher's policy: fuse a producer only into a group that computes an exp."""
+    name = "only-into-exp"
+
+    def __init__(self):
+        self.calls = 0
+
+    def decide(self, candidate):
+        self.calls += 1
+        accept = any(n.target is aten.exp.default for n in candidate.consumer)
+        return Verdict(accept, f"custom: consumer has exp = {accept}", {"call": self.calls})
+
+
+def test_custom_policy_is_honoured():
+    def fn(x):
+        return ((x * 2).exp() + 1).sin()
+
+    policy = OnlyIntoExp()
+    plan = plan_of(fn, _x(8, 5), policy=policy)
+    assert plan.policy == "only-into-exp"
+    assert [_targets(g) for g in plan.groups] == [
+        [aten.mul.Tensor, aten.exp.default], [aten.add.Tensor], [aten.sin.default]], str(plan)
+    assert policy.calls == len(plan.decisions) == 3
+    assert [d.accepted for d in plan.decisions] == [True, False, False]
+    assert all(d.reason.startswith("custom:") for d in plan.decisions)
+    assert [d.metrics["call"] for d in plan.decisions] == [1, 2, 3]
