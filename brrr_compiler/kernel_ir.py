@@ -86,6 +86,10 @@ class Kernel:
     size_vars: list[sympy.Symbol] = field(default_factory=list)   # runtime size arguments
     reduction_vars: list[sympy.Symbol] = field(default_factory=list)
     reduction_ranges: list[sympy.Expr] = field(default_factory=list)
+    # per-row scratch arrays (one element per point of the reduction domain, private to
+    # the thread working on the row): an expensive value computed in one loop phase is
+    # stored there and re-read by later loop phases instead of being recomputed
+    scratch: list[Buffer] = field(default_factory=list)
 
     @property
     def body(self) -> list[Stmt]:

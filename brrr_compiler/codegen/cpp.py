@@ -14,9 +14,9 @@ from pathlib import Path
 import sympy
 import torch
 
-from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter, wants_outer_schedule
+from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
-from brrr_compiler.lower.loops import linear_coeff
+from brrr_compiler.lower.loops import reduces_outer_dim
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
 CTYPE = {
@@ -228,7 +228,7 @@ def kernel_source(k: Kernel, num_threads: int) -> str:
                 + (" reducing [" + ", ".join(str(r) for r in k.reduction_ranges) + "]"
                    if k.is_reduction else ""))
     if k.is_reduction:
-        printer = OuterReductionPrinter if wants_outer_schedule(k, linear_coeff) else ReductionPrinter
+        printer = OuterReductionPrinter if reduces_outer_dim(k) else ReductionPrinter
         loops = printer(k, CTYPE, stmt_line, cexpr).loops(num_threads, PARALLEL_MIN_NUMEL)
     else:
         loops = _loops(k, num_threads)

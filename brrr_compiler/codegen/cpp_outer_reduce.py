@@ -118,17 +118,3 @@ class OuterReductionPrinter(ReductionPrinter):
             lines += self.loop_phase(p, "    ") if p.loop else self.scalar_phase(p, "    ")
         lines.append("  }")
         return lines
-
-
-def wants_outer_schedule(kernel, linear_coeff) -> bool:
-    """True when the innermost kept dim is contiguous and the reduced dims are not."""
-    if not kernel.loop_vars or any(s.value in ("argmax", "argmin") for s in kernel.body
-                                   if s.op == "reduce"):
-        return False
-    inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
-    for s in kernel.body:
-        if s.op == "load" and red in s.index.free_symbols:
-            ci = linear_coeff(s.index, inner, kernel.all_vars())
-            cr = linear_coeff(s.index, red, kernel.all_vars())
-            return ci == 1 and cr != 1
-    return False

@@ -28,6 +28,8 @@ float fmodf(float, float);
 double fmod(double, double);
 int omp_get_thread_num(void);
 int omp_get_num_threads(void);
+void* malloc(size_t);
+void free(void*);
 }
 
 // erf for float: x * P(x^2) / Q(x^2) on |x| <= 3.92 (beyond, erf rounds to +-1 in float).

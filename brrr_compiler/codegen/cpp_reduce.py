@@ -191,6 +191,17 @@ class ReductionPrinter:
             lines += self.loop_phase(p, indent, split) if p.loop else self._body(p.body, indent, False)
         return lines
 
+    def _scratch(self, indent: str, what: str) -> list[str]:
+        """Allocate (malloc) or release (free) the kernel's scratch rows."""
+        out = []
+        for b in self.k.scratch:
+            ct = self.ctype[b.dtype]
+            if what == "malloc":
+                out.append(f"{indent}{ct}* {b.name} = ({ct}*)malloc((n_red > 0 ? n_red : 1) * sizeof({ct}));")
+            else:
+                out.append(f"{indent}free({b.name});")
+        return out
+
     def loops(self, num_threads: int, min_numel: int) -> list[str]:
         self.threads = num_threads
         k = self.k
@@ -199,13 +210,18 @@ class ReductionPrinter:
         lines += ["  const int64_t n_outer = " + " * ".join(["(int64_t)1"] + [f"n{i}" for i in range(len(k.ranges))]) + ";",
                   "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
                   "  if (n_outer == 0) return;",
-                  f"  if (n_outer < {num_threads} && n_red >= {SPLIT_MIN_RED} && {num_threads} > 1) {{",
-                  "    for (int64_t w = 0; w < n_outer; ++w) {"]
+                  f"  if (n_outer < {num_threads} && n_red >= {SPLIT_MIN_RED} && {num_threads} > 1) {{"]
+        lines += self._scratch("    ", "malloc") + ["    for (int64_t w = 0; w < n_outer; ++w) {"]
         lines += self._row("      ", True)
-        lines += ["    }", "    return;", "  }",
-                  f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
-                  f"if (n_outer * n_red >= {min_numel} && n_outer > 1)",
-                  "  for (int64_t w = 0; w < n_outer; ++w) {"]
-        lines += self._row("    ", False)
-        lines.append("  }")
+        lines += ["    }"] + self._scratch("    ", "free") + ["    return;", "  }"]
+        cond = f"if (n_outer * n_red >= {min_numel} && n_outer > 1)"
+        if k.scratch:       # one scratch row per thread, allocated once per call
+            lines += [f"  #pragma omp parallel num_threads({num_threads}) {cond}", "  {"]
+            lines += self._scratch("    ", "malloc")
+            lines += ["    #pragma omp for schedule(static)"]
+        else:
+            lines += [f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) {cond}"]
+        lines += ["  for (int64_t w = 0; w < n_outer; ++w) {"] + self._row("    ", False) + ["  }"]
+        if k.scratch:
+            lines += self._scratch("    ", "free") + ["  }"]
         return lines

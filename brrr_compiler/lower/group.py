@@ -11,7 +11,9 @@ longest path inside the group. Loop phase k walks the reduced dims, computing le
 values, folding the level-(k+1) reductions and storing level-k full-shape outputs;
 scalar phase k (after it) computes per-row values of level k+1 (mean = sum / n,
 rstd = rsqrt(var + eps)) that the next loop phase reads. Values computed inside a loop
-phase are recomputed in later loop phases rather than kept (they are per element).
+phase are recomputed in later loop phases rather than kept (they are per element) —
+except, with `use_scratch` (the C++ row schedule), expensive ones (an exp) that go to a
+per-row scratch array and are re-read (softmax computes each exp once).
 """
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ import torch
 from brrr_compiler import ops
 from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, loop_symbol, reduction_symbol
 from brrr_compiler.lower import indexing
-from brrr_compiler.lower.loops import simplify_loops
+from brrr_compiler.lower.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
-from brrr_compiler.lower.scalar_rules import Body, Namer, V, lower_node, normalized
+from brrr_compiler.lower.scalar_rules import Body, Namer, V, lower_node, normalized, opmath
 from brrr_compiler.reduction_spec import reduction_spec
 from brrr_compiler.symbolic import free_size_symbols
 
@@ -50,8 +52,9 @@ def _levels(group) -> dict:
 
 
 class _GroupLowering:
-    def __init__(self, group, red_vars):
+    def __init__(self, group, red_vars, red_ranges=()):
         self.members = set(group.nodes)
+        self.red_var_list, self.red_ranges = list(red_vars), list(red_ranges)
         self.level = _levels(group)
         self.red_vars = set(red_vars)
         self.namer = Namer()
@@ -64,6 +67,9 @@ class _GroupLowering:
         self.cur_loop: int | None = None
         self.reducer = ReductionEmitter(self)
         self.sym_level: dict[str, int] = {}   # gather's index values: level they exist at
+        self.first_loop: dict = {}            # (node, idx) -> (loop phase, value) first computed
+        self.scratch: dict = {}               # (node, idx) -> scratch Buffer
+        self.use_scratch = True
 
     # phase 0 is the scalar prologue; loop phase k is 1+2k; scalar phase k is 2+2k
     def loop_body(self, k: int) -> Body:
@@ -97,8 +103,35 @@ class _GroupLowering:
         body, scope = self.target(node, idx)
         key = (node, idx, scope)
         if key not in self.memo:
-            self.memo[key] = self._compute(node, idx, body)
+            v = self._from_scratch(node, idx, scope, body)
+            self.memo[key] = v if v is not None else self._compute(node, idx, body)
+            if scope[0] == "loop":
+                self.first_loop.setdefault((node, idx), (scope[1], self.memo[key]))
         return self.memo[key]
+
+    def _from_scratch(self, node, idx, scope, body: Body) -> V | None:
+        """Re-read an expensive value an earlier loop phase computed (softmax's exp)."""
+        if not self.use_scratch or scope[0] != "loop" or node not in self.members:
+            return None
+        if ops.info(node.target).cost < ops.TRANSCENDENTAL:
+            return None
+        first = self.first_loop.get((node, idx))
+        if first is None or first[0] >= scope[1]:
+            return None
+        phase, v = first
+        flat = self.flat_reduction_index()
+        if (node, idx) not in self.scratch:
+            buf = Buffer(f"scratch{len(self.scratch)}", v.dtype, False, node.name)
+            self.scratch[(node, idx)] = buf
+            self.loop_body(phase).store(buf.name, flat, v)
+        return body.emit("load", v.dtype, buffer=self.scratch[(node, idx)].name, index=flat)
+
+    def flat_reduction_index(self):
+        flat, scale = sympy.Integer(0), sympy.Integer(1)
+        for v, n in reversed(list(zip(self.red_var_list, self.red_ranges))):
+            flat += v * scale
+            scale *= n
+        return flat
 
     def _compute(self, node, idx: tuple, body: Body) -> V:
         val = node.meta["val"]
@@ -117,6 +150,9 @@ class _GroupLowering:
             return self._gather(node, idx, body)
         if ops.info(node.target).scalar == "arange":
             return self._arange(node, idx, body)
+        recip = self._row_reciprocal_div(node, idx, body)
+        if recip is not None:
+            return recip
         args = {}
         for name, a in normalized(node).items():
             if isinstance(a, torch.fx.Node):
@@ -135,6 +171,23 @@ class _GroupLowering:
         x_idx = tuple(sympy.Symbol(safe.name, integer=True) if d == dim else i
                       for d, i in enumerate(idx))
         return self.value(x, x_idx)
+
+    def _row_reciprocal_div(self, node, idx: tuple, body: Body) -> V | None:
+        """x / d with d constant along the reduced dims (softmax's x / sum): one reciprocal
+        per row, a multiply per element, as eager's own softmax does."""
+        if node.target is not torch.ops.aten.div.Tensor or not self._is_full(idx):
+            return None
+        x, d = node.args[0], node.args[1]
+        if not isinstance(d, torch.fx.Node) or not isinstance(x, torch.fx.Node):
+            return None
+        d_idx = indexing.broadcast(idx, indexing.shape(d.meta["val"]))
+        if self._is_full(d_idx):
+            return None
+        cdt = opmath(node.meta["val"].dtype)
+        d_body, _ = self.target(d, d_idx)
+        inv = d_body.emit("reciprocal", cdt, (d_body.cast(self.value(d, d_idx), cdt),))
+        xv = body.cast(self.value(x, indexing.broadcast(idx, indexing.shape(x.meta["val"]))), cdt)
+        return body.emit("mul", cdt, (xv, inv))
 
     def _arange(self, node, idx: tuple, body: Body) -> V:
         a = normalized(node)
@@ -167,7 +220,7 @@ def _is_reduced_output(node, domain, dims) -> bool:
                            and any(domain[d] != 1 for d in dims))
 
 
-def lower_group(group, name: str) -> Kernel:
+def lower_group(group, name: str, use_scratch: bool = False) -> Kernel:
     """The Kernel computing `group`'s outputs, loops ordered for its first output."""
     domain = [indexing.to_sympy(s) for s in group.domain]
     dims = tuple(group.reduced_dims)
@@ -176,14 +229,16 @@ def lower_group(group, name: str) -> Kernel:
     red_vars = [reduction_symbol(k) for k in range(len(dims))]
     it_o, it_r = iter(loop_vars), iter(red_vars)
     full_idx = tuple(next(it_r) if d in dims else next(it_o) for d in range(len(domain)))
-    low = _GroupLowering(group, red_vars)
+    low = _GroupLowering(group, red_vars, [domain[d] for d in dims])
+    low.use_scratch = use_scratch
     for out in group.outputs:            # output buffers in the order the runner allocates
         low.buffer(out, is_output=True)
     _emit_phases(low, group, full_idx, domain, dims)
     buffers = sorted(low.buffers.values(), key=lambda b: (b.is_output, int(b.name.lstrip("inout"))))
     kernel = Kernel(name, [describe_node(n) for n in group.nodes], loop_vars,
                     [domain[d] for d in outer], buffers, [p for p in low.phases if p.body],
-                    reduction_vars=red_vars, reduction_ranges=[domain[d] for d in dims])
+                    reduction_vars=red_vars, reduction_ranges=[domain[d] for d in dims],
+                    scratch=list(low.scratch.values()))
     exprs = list(domain) + [s.index for s in kernel.body if s.index is not None]
     kernel.size_vars = free_size_symbols(exprs)
     first_out = group.outputs[0].meta["val"]
@@ -192,7 +247,10 @@ def lower_group(group, name: str) -> Kernel:
         out_strides = _outer_strides(group, domain, dims)
     else:
         out_strides = [s for d, s in enumerate(out_strides) if d not in dims]
-    return simplify_loops(kernel, out_strides)
+    kernel = simplify_loops(kernel, out_strides)
+    if kernel.scratch and reduces_outer_dim(kernel):
+        return lower_group(group, name, use_scratch=False)   # the tiled schedule recomputes
+    return kernel
 
 
 def _outer_strides(group, domain, dims):

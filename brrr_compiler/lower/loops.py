@@ -115,3 +115,19 @@ def simplify_loops(kernel: Kernel, out_strides) -> Kernel:
         kernel = _reorder(kernel, True, _load_strides(kernel, kernel.reduction_vars))
         kernel = _collapse_all(kernel, True)
     return _collapse_all(kernel, False)
+
+
+def reduces_outer_dim(kernel: Kernel) -> bool:
+    """True when the innermost kept dim is contiguous and the reduced dims are not (a sum
+    over dim 0 of a row-major matrix): codegen then tiles columns and streams rows."""
+    if not kernel.loop_vars or not kernel.reduction_vars:
+        return False
+    if any(s.op == "reduce" and s.value in ("argmax", "argmin") for s in kernel.body):
+        return False
+    inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
+    for s in kernel.body:
+        if s.op == "load" and red in s.index.free_symbols:
+            ci = linear_coeff(s.index, inner, kernel.all_vars())
+            cr = linear_coeff(s.index, red, kernel.all_vars())
+            return ci == 1 and cr != 1
+    return False
