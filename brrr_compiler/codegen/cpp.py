@@ -16,6 +16,7 @@ import torch
 
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
+from brrr_compiler.codegen.cpp_tiled import tiled_loops, transposed_var
 from brrr_compiler.lower.loops import reduces_outer_dim
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
@@ -230,6 +231,9 @@ def kernel_source(k: Kernel, num_threads: int) -> str:
     if k.is_reduction:
         printer = OuterReductionPrinter if reduces_outer_dim(k) else ReductionPrinter
         loops = printer(k, CTYPE, stmt_line, cexpr).loops(num_threads, PARALLEL_MIN_NUMEL)
+    elif transposed_var(k) is not None:
+        loops = tiled_loops(k, transposed_var(k), num_threads, cexpr, _body_lines,
+                            PARALLEL_MIN_NUMEL, STORAGE)
     else:
         loops = _loops(k, num_threads)
     return "\n".join(head + [signature(k) + " {"] + loops + ["}"]) + "\n"

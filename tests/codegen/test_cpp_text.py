@@ -40,14 +40,24 @@ def _inputs(dtype=torch.float32):
 
 
 def test_function_loops_and_pragmas():
-    _, k = _kernel(_mul_exp, *_inputs())
+    x, y = _inputs()
+    _, k = _kernel(_mul_exp, x, y.contiguous())
     src = cpp.kernel_source(k, 4)
     (FileCheck().check(f'extern "C" void {k.name}(const float* __restrict in0')
      .check("#pragma omp parallel for num_threads(4)")
      .check("for (int64_t w = 0; w < nwork; ++w)")
-     .check("#pragma omp simd").check("for (int64_t i1 = lo; i1 < hi; ++i1)")
+     .check("#pragma omp simd").check("for (int64_t i0 = lo; i0 < hi; ++i0)")
      .check("expf(").check("out0[").run(src))
     assert k.name.startswith("k0_")
+
+
+def test_transposed_operand_is_staged_in_tiles():
+    _, k = _kernel(_mul_exp, *_inputs())          # the second operand is y.t()
+    src = cpp.kernel_source(k, 4)
+    (FileCheck().check("const int64_t a_lo = ta * 32;")
+     .check("tb0[(i0 - a_lo) * 64 + (i1 - b_lo)] = in1[(i1*33 + i0)];")
+     .check("#pragma omp simd").check("for (int64_t i1 = b_lo; i1 < b_hi; ++i1)")
+     .check("in0[(i0*17 + i1)]").check("tb0[").check("out0[(i0*17 + i1)]").run(src))
 
 
 def test_one_comment_line_per_fused_node():
@@ -88,7 +98,7 @@ def test_bfloat16_loads_and_stores_convert():
     _, k = _kernel(_mul_exp, *_inputs(torch.bfloat16))
     src = cpp.kernel_source(k, 1)
     (FileCheck().check("const uint16_t* __restrict in0").check("uint16_t* __restrict out0")
-     .check("brrr_bf16_to_f32(in0[").check("brrr_bf16_to_f32(in1[")
+     .check("uint16_t tb0[").check("brrr_bf16_to_f32(in0[").check("brrr_bf16_to_f32(tb0[")
      .check("expf(").check("brrr_f32_to_bf16(").run(src))
     assert "double" not in src
 

@@ -1,0 +1,103 @@
+"""C++ loops for pointwise kernels that read an operand transposed: 2-D tiles.
+
+When some input is contiguous along an outer loop variable `a` but strided along the
+innermost one (x + y.t()), walking whole rows touches a new page for every element of
+y and vectorizes only as gathers. Tiling (a, inner) into TILE_A x TILE_INNER blocks and
+first copying each such operand's block into a small local array, reading it along `a`
+(contiguous), lets the main loop read every operand contiguously and store rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+
+from brrr_compiler.lower.loops import linear_coeff
+
+TILE_A = 32
+TILE_INNER = 64
+
+
+def transposed_var(k) -> int | None:
+    """The outer var along which a load is contiguous while the inner var strides it."""
+    if len(k.loop_vars) < 2 or k.is_reduction:
+        return None
+    inner, allv = k.loop_vars[-1], k.all_vars()
+    for s in k.body:
+        if s.op != "load":
+            continue
+        ci = linear_coeff(s.index, inner, allv)
+        if ci is None or ci == 0 or ci == 1:
+            continue
+        for d, v in enumerate(k.loop_vars[:-1]):
+            if linear_coeff(s.index, v, allv) == 1:
+                return d
+    return None
+
+
+def _transposed_loads(k, a, inner) -> list:
+    allv = k.all_vars()
+    out = []
+    for s in k.body:
+        if s.op == "load":
+            ci = linear_coeff(s.index, inner, allv)
+            if ci not in (None, 0, 1) and linear_coeff(s.index, a, allv) == 1:
+                out.append(s)
+    return out
+
+
+def _staging(k, loads, a, inner, storage, cexpr) -> tuple[list[str], object]:
+    """Copy each transposed operand's block into tb<j>; return lines and a new kernel
+    whose body reads the blocks instead."""
+    lines, mapping = [], {}
+    a_lo, b_lo = sympy.Symbol("a_lo", integer=True), sympy.Symbol("b_lo", integer=True)
+    for j, s in enumerate(loads):
+        key = (s.buffer, s.index)
+        if key in mapping:
+            continue
+        name = f"tb{j}"
+        mapping[key] = name
+        lines += [f"    {storage[s.dtype]} {name}[{TILE_A * TILE_INNER}];",
+                  f"    for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner})",
+                  f"      for (int64_t {a} = a_lo; {a} < a_hi; ++{a})",
+                  f"        {name}[({a} - a_lo) * {TILE_INNER} + ({inner} - b_lo)] = "
+                  f"{s.buffer}[{cexpr(s.index)}];"]
+    local = (a - a_lo) * TILE_INNER + (inner - b_lo)
+    phases = [dataclasses.replace(p, body=[
+        dataclasses.replace(s, buffer=mapping[(s.buffer, s.index)], index=local)
+        if s.op == "load" and (s.buffer, s.index) in mapping else s for s in p.body])
+        for p in k.phases]
+    return lines, dataclasses.replace(k, phases=phases)
+
+
+def tiled_loops(k, d: int, num_threads: int, cexpr, body_lines, min_numel: int,
+                storage) -> list[str]:
+    *outer, inner = k.loop_vars
+    a = outer[d]
+    others = [i for i in range(len(outer)) if i != d]
+    lines = [f"  const int64_t n{i} = {cexpr(r)};" for i, r in enumerate(k.ranges[:-1])]
+    lines += [f"  const int64_t n_inner = {cexpr(k.ranges[-1])};",
+              f"  const int64_t nta = (n{d} + {TILE_A} - 1) / {TILE_A};",
+              f"  const int64_t ntb = (n_inner + {TILE_INNER} - 1) / {TILE_INNER};",
+              "  const int64_t nwork = " + "".join(f"n{i} * " for i in others) + "nta * ntb;",
+              "  if (nwork == 0) return;",
+              f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
+              f"if (nwork * {TILE_A * TILE_INNER} >= {min_numel} && nwork > 1)",
+              "  for (int64_t w = 0; w < nwork; ++w) {",
+              "    const int64_t tb = w % ntb;",
+              "    int64_t rest = w / ntb;",
+              "    const int64_t ta = rest % nta; rest /= nta;"]
+    for i in reversed(others):
+        lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
+    lines += [f"    const int64_t a_lo = ta * {TILE_A};",
+              f"    const int64_t a_hi = brrr_min_i64(a_lo + {TILE_A}, n{d});",
+              f"    const int64_t b_lo = tb * {TILE_INNER};",
+              f"    const int64_t b_hi = brrr_min_i64(b_lo + {TILE_INNER}, n_inner);"]
+    staged, k = _staging(k, _transposed_loads(k, a, inner), a, inner, storage, cexpr)
+    lines += staged
+    lines += [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{",
+              "      #pragma omp simd",
+              f"      for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner}) {{"]
+    lines += body_lines(k, "        ")
+    lines += ["      }", "    }", "  }"]
+    return lines
