@@ -67,7 +67,7 @@ class OuterReductionPrinter(ReductionPrinter):
     def _reset(self, r: Stmt) -> list[str]:
         ct = self.ctype[r.dtype]
         out = [f"c_{r.out}[b] = {_init(r.value, ct, r.dtype)};"]
-        return out + ([f"cn_{r.out}[b] = false;"] if r.value in ("max", "min") else [])
+        return out + ([f"cn_{r.out}[b] = 0;"] if r.value in ("max", "min") else [])
 
     def _fold(self, r: Stmt) -> list[str]:
         out = [_update(r.value, f"acc_{r.out}[b]", f"c_{r.out}[b]")]
@@ -92,7 +92,7 @@ class OuterReductionPrinter(ReductionPrinter):
                     lines += [f"{indent}{ct} acc_{s.out}[{TILE}], c_{s.out}[{TILE}];",
                               f"{indent}for (int64_t b = 0; b < {TILE}; ++b) acc_{s.out}[b] = {init};"]
                     if s.value in ("max", "min"):
-                        lines += [f"{indent}bool nan_{s.out}[{TILE}] = {{false}}, cn_{s.out}[{TILE}];"]
+                        lines += [f"{indent}int nan_{s.out}[{TILE}] = {{0}}, cn_{s.out}[{TILE}];"]
         return lines
 
     def loops(self, num_threads: int, min_numel: int) -> list[str]:

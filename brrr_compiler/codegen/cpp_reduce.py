@@ -24,7 +24,7 @@ def _init(kind: str, ct: str, dtype: torch.dtype) -> str:
     if kind == "prod":
         return f"({ct})1"
     if kind in ("any", "all"):
-        return "false" if kind == "any" else "true"
+        return "0" if kind == "any" else "1"
     low = kind in ("max", "argmax")
     if dtype.is_floating_point:
         return f"({'-' if low else ''}({ct})__builtin_inf())"
@@ -35,14 +35,14 @@ def _init(kind: str, ct: str, dtype: torch.dtype) -> str:
         else "(-INT64_C(9223372036854775807) - 1)"
 
 
-_CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||", "all": "&&"}
+_CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|", "all": "&"}
 
 
 def _update(kind: str, acc: str, x: str) -> str:
     return {"sum": f"{acc} += {x};", "prod": f"{acc} *= {x};",
             "max": f"{acc} = {x} > {acc} ? {x} : {acc};",
             "min": f"{acc} = {x} < {acc} ? {x} : {acc};",
-            "any": f"{acc} = {acc} || {x};", "all": f"{acc} = {acc} && {x};"}[kind]
+            "any": f"{acc} |= (int){x};", "all": f"{acc} &= (int){x};"}[kind]
 
 
 def _arg_update(kind: str, acc: str, idx: str, x: str, i: str) -> str:
@@ -138,8 +138,8 @@ class ReductionPrinter:
         ct = self._total_ctype(r, "sp_") or self.ctype[dt]
         decl, init = [f"{ct} sp_{r.out}[{nt}];"], [f"sp_{r.out}[t] = {_init(r.value, ct, dt)};"]
         if r.value in ("max", "min"):
-            decl.append(f"bool spn_{r.out}[{nt}];")
-            init.append(f"spn_{r.out}[t] = false;")
+            decl.append(f"int spn_{r.out}[{nt}];")
+            init.append(f"spn_{r.out}[t] = 0;")
         if r.value in ("argmax", "argmin"):
             decl.append(f"int64_t spi_{r.out}[{nt}];")
             init.append(f"spi_{r.out}[t] = 0;")
@@ -152,6 +152,8 @@ class ReductionPrinter:
         rounds within an ulp of the exact value (eager's cascade is close to that too)."""
         if r.value == "sum" and r.dtype is torch.float32:
             return "double"
+        if r.value in ("any", "all"):
+            return "int"          # int, not bool: bool accumulators stop gcc vectorizing
         return None
 
     def _decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str) -> list[str]:
@@ -159,7 +161,7 @@ class ReductionPrinter:
         ct = self._total_ctype(r, acc) or self.ctype[dt]
         lines = [f"{indent}{ct} {acc}{r.out} = {_init(r.value, ct, dt)};"]
         if r.value in ("max", "min"):
-            lines.append(f"{indent}bool {nan}{r.out} = false;")
+            lines.append(f"{indent}int {nan}{r.out} = 0;   // int, not bool: a bool flag stops gcc vectorizing")
         if r.value in ("argmax", "argmin"):
             lines.append(f"{indent}int64_t {idx}{r.out} = 0;")
         return lines
