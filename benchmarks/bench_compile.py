@@ -1,12 +1,21 @@
-"""Compile-time suite: first-call time of each backend in a fresh process and cache.
+"""Compile-time suite: cold and warm first-call time of each backend per workload and per
+model, and brrr's compile time as the graph grows.
 
-    python benchmarks/bench_compile.py [--repeats R] [--size N]
-                                       [--backends aot_eager,inductor,brrr]
+    python benchmarks/bench_compile.py [--quick] [--workloads bias_gelu,...]
+                                       [--models gpt:training,...] [--backends ...]
+                                       [--scaling 1,2,4,8,16,32,64] [--repeats R]
 
-Every measurement runs in a new python subprocess with new, empty BRRR_CACHE_DIR and
-TORCHINDUCTOR_CACHE_DIR (and TORCHINDUCTOR_FX_GRAPH_CACHE=0); it times the first call of
-the compiled function, i.e. compilation plus one run. brrr is also timed warm: a second
-process on the same cache dirs. Writes benchmarks/results/compile.md.
+Cold: a new python process with new, empty BRRR_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR.
+Warm: a second new process on the same cache dirs (what a user pays on the second launch
+of a program). The child builds its inputs, runs eagerly once (eager kernels' own
+first-use costs are not compile time), then times the first call of torch.compile(...):
+Dynamo capture, backend compilation and one run (training: forward, loss and backward).
+aot_eager keeps no cache, so its warm run would repeat its cold one: it runs once.
+
+Scaling: in this process, a chain of N blocks (LayerNorm, matmul, GELU, residual) compiled
+for inference by brrr and by aot_eager with a fresh cache dir for each compile; the
+least-squares line through brrr's times, its R^2, and a quadratic term as a check.
+Writes benchmarks/results/compile.md and compile_scaling.png.
 """
 
 from __future__ import annotations
@@ -23,48 +32,127 @@ import time
 from pathlib import Path
 
 import harness
-from workloads import WORKLOADS
+import plots
 
 CHILD_TIMEOUT_S = 600
+WORKLOADS = "bias_gelu,chain10,silu_mul,softmax"
+MODELS = "gpt:training,bert:training,llama:training,mlp:training,convnet:training"
+SCALING = "1,2,4,8,16,32,64"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    names = ",".join(WORKLOADS)
-    p = harness.suite_parser(__doc__, "aot_eager,inductor,brrr", names, "compile.md")
-    p.add_argument("--repeats", type=int, default=1, help="fresh processes per cell")
-    p.add_argument("--child", nargs=2, metavar=("WORKLOAD", "BACKEND"), help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    p = harness.base_parser(__doc__, "compile.md")
+    p.add_argument("--quick", action="store_true",
+                   help="one workload, no model, aot_eager and brrr, N = 1, 2, 4 once "
+                        "(a smoke test)")
+    p.add_argument("--workloads", default=None,
+                   help=f"kernel-suite workloads at their smallest size (default {WORKLOADS}); "
+                        "'all' for every one; '' for none")
+    p.add_argument("--models", default=None,
+                   help=f"model:mode pairs (default {MODELS}); 'all' for both modes of every "
+                        "model; '' for none")
+    p.add_argument("--backends", default=None, help="default aot_eager,inductor,brrr")
+    p.add_argument("--scaling", default=None, help=f"chain lengths N (default {SCALING}); '' skips")
+    p.add_argument("--repeats", type=int, default=1, help="fresh processes per cell (median)")
+    p.add_argument("--scaling-repeats", type=int, default=None,
+                   help="compiles per N, the fastest counts (default 2; --quick: 1)")
+    p.add_argument("--child", nargs=3, metavar=("KIND", "NAME", "BACKEND"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        return args
+    quick = args.quick
+    args.results_dir = harness.results_dir(args.results_dir, args.quick)
+    args.workloads = _pick(args.workloads, "bias_gelu" if quick else WORKLOADS, _all_workloads())
+    args.models = _pick(args.models, "" if quick else MODELS, _all_models())
+    default_backends = "aot_eager,brrr" if quick else "aot_eager,inductor,brrr"
+    args.backends = (args.backends or default_backends).split(",")
+    args.scaling = [int(n) for n in _pick(args.scaling, "1,2,4" if quick else SCALING, [])]
+    args.scaling_repeats = args.scaling_repeats or (1 if quick else 2)
+    return args
 
 
-def child(workload_name: str, backend: str, size: int) -> None:
+def _pick(value: str | None, default: str, everything: list[str]) -> list[str]:
+    value = default if value is None else value
+    return everything if value == "all" else [v for v in value.split(",") if v]
+
+
+def _all_workloads() -> list[str]:
+    from workloads import KERNEL_CASES
+
+    return list(dict.fromkeys(c.workload for c in KERNEL_CASES.values()))
+
+
+def _all_models() -> list[str]:
+    from models import MODELS as ZOO
+
+    return [f"{m}:{mode}" for m in ZOO for mode in ("inference", "training")]
+
+
+# ---- the child process ----------------------------------------------------------------------
+
+
+def _workload_call(name: str):
+    """(eager call, compile-and-call) for the smallest float32 case of a workload."""
+    import torch
+    from workloads import KERNEL_CASES
+
+    case = next(c for c in KERNEL_CASES.values()
+                if c.workload == name and c.dtype is torch.float32)
+    inputs = case.inputs()
+    return (lambda: case.fn(*inputs)), (lambda compile: compile(case.fn)(*inputs))
+
+
+def _model_call(spec: str):
+    import torch
+    from models import MODELS as ZOO
+    from models import WithLoss
+
+    name, mode = spec.split(":")
+    case = ZOO[name]
+    model = case.module()
+    inputs, target = case.make_batch()
+    if mode == "inference":
+        model.eval()
+
+        def run(fn):
+            with torch.no_grad():
+                return fn(*inputs)
+
+        return (lambda: run(model)), (lambda compile: run(compile(model)))
+    module = WithLoss(model, case.loss)
+    return (lambda: module(inputs, target).backward()), (
+        lambda compile: compile(module)(inputs, target).backward())
+
+
+def child(kind: str, name: str, backend: str) -> None:
     """In the fresh process: print {"seconds": first-call time} or {"error": ...}."""
     import torch
 
-    workload = WORKLOADS[workload_name]
-    inputs = workload.make_inputs(size)
-    workload.fn(*inputs)  # eager kernels' own first-use costs are not compile time
+    eager, compiled = _workload_call(name) if kind == "workload" else _model_call(name)
+    eager()  # eager kernels' own first-use costs are not compile time
+    base, options = harness.backend_spec(backend)
+
+    def compile(fn):
+        return torch.compile(fn, backend=harness.resolve_backend(base), options=options or None,
+                             dynamic=False)
+
     try:
         start = time.perf_counter()
-        torch.compile(workload.fn, backend=harness.resolve_backend(backend))(*inputs)
+        compiled(compile)
         result = {"seconds": time.perf_counter() - start}
     except Exception as exc:
         result = {"error": harness.describe_error(exc)}
     print(json.dumps(result))
 
 
-def run_child(workload: str, backend: str, size: int, cache: Path) -> float | str:
+def run_child(kind: str, name: str, backend: str, cache: Path) -> float | str:
     """Seconds of the first call in a new process using `cache`, or "failed: ..."."""
-    env = dict(
-        os.environ,
-        BRRR_CACHE_DIR=str(cache / "brrr"),
-        TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
-        TORCHINDUCTOR_FX_GRAPH_CACHE="0",
-    )
-    cmd = [sys.executable, __file__, "--child", workload, backend, "--size", str(size)]
+    env = dict(os.environ, BRRR_CACHE_DIR=str(cache / "brrr"),
+               TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"))
+    cmd = [sys.executable, __file__, "--child", kind, name, backend]
     try:
-        proc = subprocess.run(
-            cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
-        )
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"failed: timed out after {CHILD_TIMEOUT_S} s"
     lines = proc.stdout.strip().splitlines()
@@ -76,73 +164,252 @@ def run_child(workload: str, backend: str, size: int, cache: Path) -> float | st
     return result["seconds"] if "seconds" in result else f"failed: {result['error']}"
 
 
-def measure(workload: str, backend: str, size: int) -> tuple[float | str, float | str]:
-    """(cold, warm) first-call times; warm reuses the cold run's cache (brrr only)."""
+def measure(kind: str, name: str, backend: str) -> tuple[float | str, float | str | None]:
+    """(cold, warm) first-call times; warm reuses the cold run's cache (not for aot_eager)."""
     cache = Path(tempfile.mkdtemp(prefix="brrr-bench-compile-"))
     try:
-        cold = run_child(workload, backend, size, cache)
-        rerun = backend == "brrr" and isinstance(cold, float)
-        warm = run_child(workload, backend, size, cache) if rerun else None
+        cold = run_child(kind, name, backend, cache)
+        rerun = backend != "aot_eager" and isinstance(cold, float)
+        warm = run_child(kind, name, backend, cache) if rerun else None
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     return cold, warm
 
 
-def median_or_failure(values: list) -> float | str:
+# ---- cold/warm table ------------------------------------------------------------------------
+
+
+def median_or_failure(values: list) -> float | str | None:
     failures = [v for v in values if isinstance(v, str)]
-    return failures[0] if failures else statistics.median(values)
+    values = [v for v in values if v is not None]
+    return failures[0] if failures else (statistics.median(values) if values else None)
 
 
 def fmt(value) -> str:
+    if value is None:
+        return "n/a"
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def workload_row(name: str, args) -> dict:
-    backends = args.backends.split(",")
-    cold: dict[str, list] = {b: [] for b in backends}
-    warm: list = []
+def measure_item(kind: str, name: str, args) -> dict:
+    """{backend: (cold, warm)} for one workload or model, backends interleaved per repeat."""
+    cold: dict[str, list] = {b: [] for b in args.backends}
+    warm: dict[str, list] = {b: [] for b in args.backends}
     for _ in range(args.repeats):
-        for b in backends:  # one fresh process per cell, backends interleaved
-            c, w = measure(name, b, args.size)
+        for b in args.backends:
+            c, w = measure(kind, name, b)
             cold[b].append(c)
-            if w is not None:
-                warm.append(w)
-    cold_s = {b: median_or_failure(v) for b, v in cold.items()}
-    row = {"workload": name, **{f"{b} s": fmt(v) for b, v in cold_s.items()}}
-    floor, brrr = cold_s.get("aot_eager"), cold_s.get("brrr")
-    extra = brrr - floor if isinstance(floor, float) and isinstance(brrr, float) else "n/a"
-    row["brrr - aot_eager s"] = fmt(extra)
-    row["brrr warm s"] = fmt(median_or_failure(warm)) if warm else "n/a"
+            warm[b].append(w)
+    return {b: (median_or_failure(cold[b]), median_or_failure(warm[b])) for b in args.backends}
+
+
+def _timed(*values) -> bool:
+    return all(isinstance(v, float) for v in values)
+
+
+def item_row(name: str, cells: dict) -> dict:
+    row = {"item": name}
+    for b, (cold, warm) in cells.items():
+        row[f"{b} cold s"] = fmt(cold)
+        if b != "aot_eager":
+            row[f"{b} warm s"] = fmt(warm)
+    floor = cells.get("aot_eager", (None, None))[0]
+    brrr_cold, brrr_warm = cells.get("brrr", (None, None))
+    ind_cold = cells.get("inductor", (None, None))[0]
+    row["brrr - aot_eager s"] = f"{brrr_cold - floor:.2f}" if _timed(brrr_cold, floor) else "n/a"
+    row["brrr cold / inductor cold"] = (f"{brrr_cold / ind_cold:.2f}"
+                                        if _timed(brrr_cold, ind_cold) else "n/a")
+    row["brrr warm / aot_eager"] = f"{brrr_warm / floor:.2f}" if _timed(brrr_warm, floor) else "n/a"
     return row
 
 
-def render(args, rows: list[dict]) -> str:
-    columns = ["workload"] + [f"{b} s" for b in args.backends.split(",")]
-    columns += ["brrr - aot_eager s", "brrr warm s"]
-    facts = {
-        "measurement": f"first call (compile + one run) in a fresh process with empty "
-        f"cache dirs, median of {args.repeats}; inputs {args.size}x{args.size} float32",
-    }
-    note = (
-        "`brrr - aot_eager`: brrr's extra cost over the capture floor (Dynamo + "
-        "AOTAutograd with no code generation). `brrr warm`: a second fresh process "
-        "reusing the cold run's cache dirs."
-    )
-    table = harness.markdown_table(rows, columns)
-    return harness.report("Compile-time suite", facts, table, [note])
+def item_columns(backends: list[str]) -> list[str]:
+    cols = ["item"]
+    for b in backends:
+        cols += [f"{b} cold s"] + ([] if b == "aot_eager" else [f"{b} warm s"])
+    return cols + ["brrr - aot_eager s", "brrr cold / inductor cold", "brrr warm / aot_eager"]
+
+
+def _ratio_verdict(rows: list[dict], column: str, limit: float, names: list[str]) -> str:
+    values = [(r["item"], r[column]) for r in rows if r["item"] in names]
+    timed = [(n, float(v)) for n, v in values if v != "n/a"]
+    if not timed:
+        return "NOT MEASURED"
+    misses = [f"{n} ({v:.2f})" for n, v in timed if v > limit]
+    untimed = [n for n, v in values if v == "n/a"]
+    text = "MET" if not misses else f"MISSED on {len(misses)} of {len(timed)}: " + ", ".join(misses)
+    return text + (f" (not measured: {', '.join(untimed)})" if untimed else "")
+
+
+def targets(rows: list[dict], models: list[str], workloads: list[str],
+            fit: dict | None) -> list[str]:
+    lines = ["## Targets (issue 5, and issue 2's compile target)", ""]
+    lines.append("- cold brrr compile at most 1/5 of inductor's cold compile, per model: "
+                 + _ratio_verdict(rows, "brrr cold / inductor cold", 0.2, models))
+    lines.append("- warm brrr compile at most 1.3x aot_eager's, per model: "
+                 + _ratio_verdict(rows, "brrr warm / aot_eager", 1.3, models))
+    trio = [w for w in workloads if w in ("bias_gelu", "chain10", "silu_mul")]
+    extra = [(r["item"], r["brrr - aot_eager s"]) for r in rows if r["item"] in trio]
+    timed = [(n, float(v)) for n, v in extra if v != "n/a"]
+    if timed:
+        over = [f"{n} ({v:.2f} s)" for n, v in timed if v >= 1.0]
+        lines.append("- brrr's extra cost over aot_eager under 1 s for the pointwise trio "
+                     f"(issue 2): {'MET' if not over else 'MISSED on ' + ', '.join(over)}")
+    if fit:
+        lines.append(f"- compile time vs graph size fits a line: {fit['verdict']}")
+    return lines
+
+
+# ---- scaling with graph size ----------------------------------------------------------------
+
+
+def _chain(n_blocks: int, dim: int = 64):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Chain(nn.Module):
+        """N blocks of x + gelu(layer_norm(x) @ W_i): each a library matmul between fusible
+        groups, so the graph, the plan and the kernel count all grow with N."""
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(n_blocks))
+            self.linears = nn.ModuleList(nn.Linear(dim, dim) for _ in range(n_blocks))
+
+        def forward(self, x):
+            for norm, linear in zip(self.norms, self.linears):
+                x = x + F.gelu(linear(norm(x)))
+            return x
+
+    return Chain().eval(), torch.randn(64, dim)
+
+
+def time_chain(n: int, backend: str) -> float:
+    """Seconds of the first call of a freshly compiled N-block chain, fresh brrr cache."""
+    import torch
+
+    model, x = _chain(n)
+    harness.fresh_dynamo()
+    with tempfile.TemporaryDirectory(prefix="brrr-bench-scaling-") as cache:
+        options = {"cache_dir": cache} if backend == "brrr" else None
+        compiled = torch.compile(model, backend=harness.resolve_backend(backend),
+                                 options=options, dynamic=False)
+        with torch.no_grad():
+            start = time.perf_counter()
+            compiled(x)
+            return time.perf_counter() - start
+
+
+def scaling(ns: list[int], repeats: int) -> dict:
+    """Times per N for brrr and aot_eager (fastest of `repeats`: noise only adds), and fits."""
+    time_chain(1, "brrr")       # one-time imports and toolchain probes are not per-graph cost
+    time_chain(1, "aot_eager")
+    times = {"brrr": [], "aot_eager": []}
+    for n in ns:
+        for b in times:
+            times[b].append(min(time_chain(n, b) for _ in range(repeats)))
+        print(f"scaling N={n}: brrr {times['brrr'][-1]:.2f} s, aot_eager "
+              f"{times['aot_eager'][-1]:.2f} s", file=sys.stderr, flush=True)
+    own = [b - a for b, a in zip(times["brrr"], times["aot_eager"])]
+    return {"ns": ns, "times": times, "own": own, "fits": _fits(ns, times["brrr"], own)}
+
+
+def _fits(ns, total, own) -> dict | None:
+    if len(ns) < 3:
+        return None
+    (slope, intercept), r2 = harness.polyfit(ns, total, 1)
+    (quad, q_lin, q_c), q_r2 = harness.polyfit(ns, total, 2)
+    (own_slope, own_intercept), own_r2 = harness.polyfit(ns, own, 1)
+    n_max = max(ns)
+    quad_share = quad * n_max**2 / max(total[ns.index(n_max)], 1e-9)
+    linear = r2 >= 0.95 and abs(quad_share) < 0.2
+    verdict = (f"{'MET' if linear else 'MISSED'}: R^2 = {r2:.3f}, quadratic term "
+               f"{quad_share:+.0%} of the time at N = {n_max}")
+    return {"slope": slope, "intercept": intercept, "r2": r2, "quad": quad, "q_lin": q_lin,
+            "q_c": q_c, "q_r2": q_r2, "quad_share": quad_share, "own_slope": own_slope,
+            "own_intercept": own_intercept, "own_r2": own_r2, "verdict": verdict,
+            "line": [slope, intercept]}
+
+
+def scaling_section(result: dict, plot_note: str) -> str:
+    rows = [{"N blocks": n, "brrr s": f"{b:.2f}", "aot_eager s": f"{a:.2f}",
+             "brrr - aot_eager s": f"{o:.2f}"}
+            for n, b, a, o in zip(result["ns"], result["times"]["brrr"],
+                                  result["times"]["aot_eager"], result["own"])]
+    lines = ["## Compile time vs graph size", "",
+             "A chain of N blocks `x = x + gelu(linear(layer_norm(x)))` (64 x 64 input), "
+             "compiled for inference in this process, fresh brrr cache dir per compile; "
+             "first-call seconds, best of the repeats.", "",
+             harness.markdown_table(rows, ["N blocks", "brrr s", "aot_eager s",
+                                           "brrr - aot_eager s"])]
+    f = result["fits"]
+    if f:
+        lines += ["",
+                  f"- linear fit of brrr's time: {f['slope'] * 1e3:.1f} ms per block + "
+                  f"{f['intercept']:.2f} s, R^2 = {f['r2']:.3f}",
+                  f"- quadratic fit: {f['quad'] * 1e3:+.3f} ms x N^2 + {f['q_lin'] * 1e3:.1f} "
+                  f"ms x N + {f['q_c']:.2f} s (R^2 = {f['q_r2']:.3f}); the N^2 term is "
+                  f"{f['quad_share']:+.0%} of the time at N = {max(result['ns'])}",
+                  f"- brrr's own cost (brrr - aot_eager): {f['own_slope'] * 1e3:.1f} ms per "
+                  f"block + {f['own_intercept']:.2f} s, R^2 = {f['own_r2']:.3f}",
+                  "- verdict: linear if R^2 >= 0.95 and the N^2 term is under 20% of the time "
+                  "at the largest N"]
+    return "\n".join(lines + (["", plot_note] if plot_note else []))
+
+
+def plot_scaling(result: dict, directory: Path) -> str:
+    name = "compile_scaling.png"
+    if not plots.available():
+        return plots.missing_note([name])
+    if not result["fits"]:
+        return ""
+    series = {"brrr": result["times"]["brrr"], "aot_eager": result["times"]["aot_eager"]}
+    plots.scaling(directory / name, result["ns"], series, {"brrr": result["fits"]["line"]},
+                  title="first-call compile time vs graph size", xlabel="N blocks",
+                  ylabel="seconds")
+    return f"Plot: `{name}`"
+
+
+# ---- main -----------------------------------------------------------------------------------
+
+
+def render(args, rows: list[dict], scale: dict | None, plot_note: str) -> str:
+    facts = {"measurement": f"first call (compile + one run) in a fresh process, median of "
+                            f"{args.repeats}; workloads at their smallest kernel-suite size"}
+    parts = ["\n".join(targets(rows, args.models, args.workloads,
+                               scale["fits"] if scale else None))]
+    if rows:
+        parts.append("## Cold and warm first call\n\n"
+                     + harness.markdown_table(rows, item_columns(args.backends)))
+    if scale:
+        parts.append(scaling_section(scale, plot_note))
+    note = ("`cold`: fresh process, empty cache dirs. `warm`: a second fresh process reusing "
+            "them. `brrr - aot_eager`: brrr's cost over the capture floor (Dynamo + "
+            "AOTAutograd, no code generation). Models compile in training mode (forward, "
+            "loss and backward graphs) unless the item says inference. Every child process "
+            "also pays python and torch start-up, which no cell includes.")
+    return harness.report("Compile-time suite", facts, "\n\n".join(parts), [note])
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.child:
-        child(*args.child, args.size)
+        child(*args.child)
         return
     harness.ensure_malloc_env()
+    start = time.perf_counter()
     rows = []
-    for name in args.workloads.split(","):
-        rows.append(workload_row(name, args))
-        print(f"{name}: {rows[-1]}", file=sys.stderr, flush=True)
-    harness.publish(args.out, render(args, rows))
+    for kind, names in (("workload", args.workloads), ("model", args.models)):
+        for name in names:
+            rows.append(item_row(name, measure_item(kind, name, args)))
+            print(f"[{time.perf_counter() - start:5.0f} s] {rows[-1]}", file=sys.stderr, flush=True)
+    scale = scaling(args.scaling, args.scaling_repeats) if args.scaling else None
+    directory = Path(args.results_dir)
+    plot_note = plot_scaling(scale, directory) if scale else ""
+    harness.publish(args.out, render(args, rows, scale, plot_note), directory)
+    print(f"wrote {directory / args.out} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def main(argv=None) -> None:
         results[name] = measure_workload(WORKLOADS[name], args)
         print(f"{name}: {results[name]['status']}", file=sys.stderr, flush=True)
     bandwidths.append(harness.stream_bandwidth())
-    harness.publish(args.out, render(args, results, bandwidths))
+    harness.publish(args.out, render(args, results, bandwidths), args.results_dir)
 
 
 if __name__ == "__main__":

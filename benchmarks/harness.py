@@ -8,11 +8,13 @@ set beside the streaming bandwidth measured in the same process (`stream_bandwid
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -108,6 +110,7 @@ def machine_info() -> dict:
         "torch": torch.__version__,
         "torch threads": torch.get_num_threads(),
         "python": platform.python_version(),
+        "load average at start (1, 5, 15 min)": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
     }
 
 
@@ -133,16 +136,19 @@ def time_fn(fn: Callable, args, warmup: int = 1, iters: int = 5) -> list[float]:
 
 
 def interleaved(
-    fns: dict[str, Callable], args, rounds: int = 10, iters: int = 3
+    fns: dict[str, Callable], args, rounds: int = 10, iters: int = 3,
+    per_round=statistics.fmean,
 ) -> dict[str, list[float]]:
-    """Time every fn round-robin; per fn, the mean seconds per call of each round."""
+    """Time every fn round-robin; per fn, `per_round` (default the mean) of the seconds per
+    call of each round. The median instead keeps a round's one preempted call (tens of ms
+    on a loaded 2-core machine) from standing for a round of 20 us calls."""
     for fn in fns.values():
         time_fn(fn, args, warmup=1, iters=0)
-    per_round: dict[str, list[float]] = {name: [] for name in fns}
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            per_round[name].append(statistics.fmean(time_fn(fn, args, 0, iters)))
-    return per_round
+            times[name].append(per_round(time_fn(fn, args, 0, iters)))
+    return times
 
 
 def describe_error(exc: BaseException, limit: int = 120) -> str:
@@ -173,20 +179,42 @@ def max_abs_error(out, ref) -> float:
     return max(errs, default=float("nan"))
 
 
-def _check_close(out, ref) -> None:
+def _check_close(out, ref, tolerance=None) -> None:
     leaves = torch.utils._pytree.tree_leaves(ref)
     dtype = next((t.dtype for t in leaves if isinstance(t, torch.Tensor)), torch.float32)
-    torch.testing.assert_close(out, ref, **TOLERANCES.get(dtype, {}))
+    torch.testing.assert_close(out, ref, **(tolerance or TOLERANCES.get(dtype, {})))
+
+
+def backend_spec(name: str) -> tuple[str, dict]:
+    """A suite's backend name -> (torch.compile backend name, options).
+
+    "brrr:<policy>" is brrr with options={"fusion": "<policy>"}; plain "brrr" is brrr with
+    its default configuration.
+    """
+    base, _, policy = name.partition(":")
+    if policy and base != "brrr":
+        raise ValueError(f"only brrr takes a policy suffix, got {name!r}")
+    return base, ({"fusion": policy} if policy else {})
+
+
+def fresh_dynamo() -> None:
+    """Forget every earlier compile: the same function compiled again at another shape must
+    not come back dynamic, nor run into Dynamo's recompile limit (which falls back to eager
+    silently)."""
+    torch._dynamo.reset()
 
 
 def compile_backends(
-    fn: Callable, args, backends=("eager", "inductor", "brrr"), options=None
+    fn: Callable, args, backends=("eager", "inductor", "brrr"), options=None, tolerance=None
 ) -> tuple[dict[str, Callable], dict[str, str]]:
     """Compile `fn` with each backend, run it once on `args` and check it against eager.
 
-    `options` maps a backend name to its torch.compile options. Returns the callables that
-    compiled and matched eager, and a status line for every backend: "ok (max err ...)",
-    "failed: <error>" or "mismatch: <error>". The first call (compilation) happens here.
+    Backend names are torch.compile backends, or "brrr:<policy>" (see `backend_spec`);
+    `options` maps a backend name to extra torch.compile options. Shapes are compiled static
+    (dynamic=False). `tolerance` (rtol/atol) overrides TOLERANCES for this comparison.
+    Returns the callables that compiled and matched eager, and a status line for every
+    backend: "ok (max err ...)", "failed: <error>" or "mismatch: <error>". The first call
+    (compilation) happens here.
     """
     ref = fn(*args)
     fns, status = {}, {}
@@ -194,21 +222,85 @@ def compile_backends(
         if name == "eager":
             fns[name], status[name] = fn, "ok (reference)"
             continue
+        base, opts = backend_spec(name)
+        opts = {**opts, **((options or {}).get(name) or {})} or None
         try:
-            opts = dict((options or {}).get(name) or {}) or None
-            compiled = torch.compile(fn, backend=resolve_backend(name), options=opts)
+            compiled = torch.compile(fn, backend=resolve_backend(base), options=opts,
+                                     dynamic=False)
             out = compiled(*args)
         except Exception as exc:  # a broken backend must not stop the suite
             status[name] = f"failed: {describe_error(exc)}"
             continue
         err = max_abs_error(out, ref)
         try:
-            _check_close(out, ref)
-        except AssertionError:
-            status[name] = f"mismatch: max err {err:.2e}"
+            _check_close(out, ref, tolerance)
+        except (AssertionError, TypeError) as exc:
+            status[name] = f"mismatch: max err {err:.2e} ({describe_error(exc, 60)})"
             continue
         fns[name], status[name] = compiled, f"ok (max err {err:.1e})"
     return fns, status
+
+
+def iters_for(fn: Callable, args, target_s: float = 0.02, most: int = 1000) -> int:
+    """Calls per round so that one round of `fn` takes about `target_s`."""
+    per_call = min(time_fn(fn, args, warmup=1, iters=5))
+    return max(1, min(most, round(target_s / max(per_call, 1e-9))))
+
+
+def peak_memory(fn: Callable, args=(), before: Callable | None = None) -> int:
+    """Peak bytes allocated above the starting point during one call of `fn(*args)`.
+
+    torch's CPU allocator reports every allocation and free to the profiler (tracemalloc
+    sees none of them); the running sum of those events, in time order, peaks here. Only
+    memory that torch allocates counts (not Python objects nor compiler work). The profiler
+    cannot see the free of a block allocated before it started, so `before()` (untimed,
+    unprofiled) should free what the call would free first, e.g. a training step's old
+    gradients.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    if before is not None:
+        before()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn(*args)
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    current = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        current += e.nbytes()
+        peak = max(peak, current)
+    return peak
+
+
+def llc_bytes() -> int:
+    """The last-level (L3) cache size in bytes, 0 if unknown."""
+    text = _read_l3_size().replace("(", " ").split()
+    if not text or text[0] == "unknown":
+        return 0
+    units = {"K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "MB": 1 << 20}
+    number = text[0].rstrip("KMiB")
+    unit = text[0][len(number):] or (text[1] if len(text) > 1 else "")
+    try:
+        return int(float(number) * units.get(unit, 1))
+    except ValueError:
+        return 0
+
+
+def geomean(values) -> float:
+    values = [v for v in values if v > 0]
+    if not values:
+        return float("nan")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def polyfit(xs, ys, degree: int) -> tuple[list[float], float]:
+    """Least-squares polynomial fit: (coefficients, highest power first; R^2)."""
+    x = torch.tensor(xs, dtype=torch.float64)
+    y = torch.tensor(ys, dtype=torch.float64)
+    vander = torch.stack([x**p for p in range(degree, -1, -1)], dim=1)
+    coeffs = torch.linalg.lstsq(vander, y[:, None]).solution[:, 0]
+    ss_res = float(((y - vander @ coeffs) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    return coeffs.tolist(), (1 - ss_res / ss_tot if ss_tot else 1.0)
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> str:
@@ -235,13 +327,33 @@ def command_line() -> str:
     return " ".join(["python"] + sys.argv)
 
 
+def base_parser(doc: str, out: str) -> argparse.ArgumentParser:
+    """The options every suite has: --out, --results-dir."""
+    p = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    p.add_argument("--out", default=out, help=f"file name under the results dir ({out})")
+    p.add_argument("--results-dir", default=str(RESULTS_DIR),
+                   help="where results go (default benchmarks/results; a --quick run uses "
+                        f"{QUICK_RESULTS_DIR} instead, so a smoke test never overwrites them)")
+    return p
+
+
+QUICK_RESULTS_DIR = Path(tempfile.gettempdir()) / "brrr-bench-quick"
+
+
+def results_dir(chosen: str | None, quick: bool = False) -> Path:
+    """Where a suite writes: --results-dir, except that a --quick run left at the default
+    writes to QUICK_RESULTS_DIR (quick numbers must not replace the committed ones)."""
+    if not chosen or (quick and Path(chosen) == RESULTS_DIR):
+        return QUICK_RESULTS_DIR if quick else RESULTS_DIR
+    return Path(chosen)
+
+
 def suite_parser(doc: str, backends: str, workloads: str, out: str) -> argparse.ArgumentParser:
-    """The options every suite shares: --size, --backends, --workloads, --out."""
-    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    """base_parser plus --size, --backends, --workloads (the NxN workload suites)."""
+    p = base_parser(doc, out)
     p.add_argument("--size", type=int, default=4096, help="inputs are NxN (default 4096)")
     p.add_argument("--backends", default=backends, help=f"comma-separated ({backends})")
     p.add_argument("--workloads", default=workloads, help="comma-separated")
-    p.add_argument("--out", default=out, help="file name under results/")
     return p
 
 
@@ -251,11 +363,12 @@ def report(title: str, facts: dict, table: str, notes: list[str]) -> str:
     return "\n\n".join(parts + notes) + "\n"
 
 
-def publish(name: str, text: str) -> Path:
-    """Print a result and write it to results/<name>."""
+def publish(name: str, text: str, directory: str | Path | None = None) -> Path:
+    """Print a result and write it to <directory>/<name> (default results/)."""
     print(text)
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / name
+    directory = Path(directory or RESULTS_DIR)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
     path.write_text(text)
     print(f"wrote {path}", file=sys.stderr)
     return path

@@ -20,6 +20,7 @@ from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config
+from brrr_compiler.cost import kernel_report_fields, resolve_device
 from brrr_compiler.log import logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
@@ -52,7 +53,9 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
     gm = passes.run_pipeline(gm, cfg.passes)
     debug.dump(cfg.debug_dir, name, "aten_after.py", gm.code)
     target, device = choose_target(cfg, gm)
-    plan = partition(gm, policy_from_option(cfg.fusion), cfg.max_kernel_args, device=device)
+    machine = resolve_device(cfg.device, cfg.cache_dir, device)     # for the cost model
+    plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
+                     device=device)
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
     kernels, specs = lower_plan(plan, target)
     if target == "triton":
@@ -63,7 +66,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
     runner = build_runner(plan, compiled)
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
-    report = graph_report(name, kind, plan, compiled, source, runner.code)
+    report = graph_report(name, kind, plan, compiled, source, runner.code, kernels, machine)
     logger.info("%s", report)
     if sink is not None:
         sink.append(report)
@@ -101,7 +104,7 @@ def lower_plan(plan, target: str | None = "cpp"):
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
-            k = lower_group(g, g.name)
+            k = lower_group(g, g.name, use_scratch=(target == "cpp"))
             # a printer gap shows up here, not at build
             cpp.kernel_source(k, 1) if target == "cpp" else triton_printer.kernel_source(k)
             missing = [s for s in k.size_vars if s not in sources]
@@ -120,15 +123,19 @@ def _spec(node) -> tuple:
     return shape(val), strides(val), val.dtype
 
 
-def graph_report(name, kind, plan, compiled, source, runner_code) -> GraphReport:
+def graph_report(name, kind, plan, compiled, source, runner_code, kernel_irs=None,
+                 machine=None) -> GraphReport:
     kernels = [KernelReport(compiled[g.id].name,
                             [_op_name(n) for n in g.nodes], [n.name for n in g.nodes],
-                            list(g.domain))
+                            list(g.domain),
+                            **kernel_report_fields((kernel_irs or {}).get(g.id), g, machine))
                for g in plan.groups if g.id in compiled]
     grouped = {n for g in plan.groups if g.id in compiled for n in g.nodes}
     aten_nodes = [(n.name, _op_name(n)) for n in plan.graph.graph.nodes
                   if n.op == "call_function" and n not in grouped]
-    return GraphReport(name, kind, kernels, aten_nodes, list(plan.decisions), source, runner_code)
+    edges = [(a.name, n.name) for n in plan.graph.graph.nodes for a in n.all_input_nodes]
+    return GraphReport(name, kind, kernels, aten_nodes, list(plan.decisions), source,
+                       runner_code, edges, machine.name if machine else "")
 
 
 def _op_name(node) -> str:

@@ -1,10 +1,11 @@
 """The `brrr` command line (the console script declared in pyproject.toml).
 
     brrr demo [--size small|full] [--rounds N]     (also: python -m brrr_compiler.cli ...)
+    brrr calibrate [--cache-dir DIR] [--dry-run]
+    brrr bench [kernels|models|compile|all] [--quick]
 
 Each subcommand is one `_add_<name>(subparsers)` function, listed in SUBCOMMANDS, that
-declares its arguments and sets `handler(args, reexec) -> exit code`. `calibrate` and
-`bench` join that list when they are written; nothing stands in for them until then.
+declares its arguments and sets `handler(args, reexec) -> exit code`.
 
 Note on the malloc environment. A command that times things first makes sure the glibc
 malloc settings in MALLOC_ENV hold for the whole process, re-executing itself with
@@ -72,9 +73,70 @@ def _add_demo(subparsers) -> None:
     p.set_defaults(handler=_run_demo)
 
 
+# ---- brrr calibrate -------------------------------------------------------------------
+
+def _run_calibrate(args: argparse.Namespace, reexec: bool) -> int:
+    print(ensure_malloc_env(reexec), flush=True)
+    from brrr_compiler.cost.calibrate import calibrate
+    print("measuring this machine for the cost model:", flush=True)
+    spec = calibrate(args.cache_dir, save=not args.dry_run)
+    print(spec.to_json())
+    return 0
+
+
+def _add_calibrate(subparsers) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="measure this machine for the cost model (under a minute)",
+        description="Measure streaming and cache bandwidth, flop and transcendental rates "
+                    "of brrr kernels and per-kernel overhead; save them as device.json in "
+                    "the kernel cache, where later compiles find them.")
+    p.add_argument("--cache-dir", default=None,
+                   help="where device.json goes (default: BRRR_CACHE_DIR or ~/.cache/brrr)")
+    p.add_argument("--dry-run", action="store_true", help="measure and print, save nothing")
+    p.set_defaults(handler=_run_calibrate)
+
+
+# ---- brrr bench -----------------------------------------------------------------------
+
+BENCH_SUITES = ("kernels", "models", "compile", "all")
+
+
+def benchmarks_dir():
+    """The checkout's benchmarks/ folder (the suites are not part of the installed
+    package), or None when brrr is not installed from a checkout that has one."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks"
+    return path if (path / "run_all.py").is_file() else None
+
+
+def _run_bench(args: argparse.Namespace, reexec: bool) -> int:
+    import subprocess
+    where = benchmarks_dir()
+    if where is None:
+        print("brrr bench: the benchmark suites live in the repository's benchmarks/ folder, "
+              "which this installation does not have; run it from a checkout installed "
+              "with `pip install -e .` (each suite writes benchmarks/results/)", file=sys.stderr)
+        return 2
+    cmd = [sys.executable, str(where / "run_all.py"), args.suite] + (["--quick"] if args.quick else [])
+    return subprocess.call(cmd, cwd=where.parent)     # each suite sets the malloc env itself
+
+
+def _add_bench(subparsers) -> None:
+    p = subparsers.add_parser(
+        "bench", help="run the benchmark suites (eager vs inductor vs brrr) from the checkout",
+        description="Run benchmarks/bench_<suite>.py from the checkout brrr is installed from; "
+                    "each suite prints its table and writes benchmarks/results/<suite>.md and "
+                    "PNG plots (with the [bench] extra).")
+    p.add_argument("suite", nargs="?", choices=BENCH_SUITES, default="all",
+                   help="kernels, models, compile or all (default; minutes each, see "
+                        "benchmarks/README.md)")
+    p.add_argument("--quick", action="store_true", help="each suite's short smoke-test mode")
+    p.set_defaults(handler=_run_bench)
+
+
 # ---- the parser -------------------------------------------------------------------------
 
-SUBCOMMANDS = (_add_demo,)
+SUBCOMMANDS = (_add_demo, _add_calibrate, _add_bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,8 +19,13 @@ def default_cache_dir() -> str:
 
 @dataclass(frozen=True)
 class Config:
-    # fusion policy: "greedy" (fuse everything legal), "none", or a policy object
+    # fusion policy: "cost" (fuse when the cost model predicts a gain), "greedy" (fuse
+    # everything legal), "none", or a policy object
     fusion: Any = "greedy"
+    # the machine the cost model predicts for: None (this machine's `brrr calibrate`, else a
+    # generic CPU; a GPU preset for CUDA tensors), "a100" | "h100" | "h200" | "cpu", a
+    # device.json path, or a brrr_compiler.cost.DeviceSpec
+    device: Any = None
     # where built kernels live (content-hash cache)
     cache_dir: str = field(default_factory=default_cache_dir)
     # if set, per-graph dumps of ATen graphs, fusion groups and generated source go here
@@ -47,6 +52,7 @@ class Config:
 
 _ENV = {
     "BRRR_FUSION": ("fusion", str),
+    "BRRR_DEVICE": ("device", str),
     "BRRR_CACHE_DIR": ("cache_dir", str),
     "BRRR_DEBUG_DIR": ("debug_dir", str),
     "BRRR_CXX": ("cxx", str),
@@ -83,8 +89,9 @@ def build_config(options: Mapping[str, Any] | None = None, environ: Mapping[str,
 
 
 def _validate(cfg: Config) -> None:
-    if isinstance(cfg.fusion, str) and cfg.fusion not in ("greedy", "none"):
-        raise ValueError(f"brrr: option fusion={cfg.fusion!r}; expected 'greedy', 'none' or a policy object")
+    if isinstance(cfg.fusion, str) and cfg.fusion not in ("cost", "greedy", "none"):
+        raise ValueError(f"brrr: option fusion={cfg.fusion!r}; expected 'cost', 'greedy', 'none' "
+                         "or a policy object")
     if cfg.target not in ("auto", "cpp", "triton"):
         raise ValueError(f"brrr: option target={cfg.target!r}; expected 'auto', 'cpp' or 'triton'")
     if cfg.num_threads < 0:

@@ -122,8 +122,14 @@ _pw([aten.signbit.default], "signbit")
 # them in double with its own rounding)
 _pw([aten.arange.default, aten.arange.start_step, aten.arange.start], "arange", ADD,
     lambda n: not _float_out(n))
-# gather reads its input at an index loaded from another tensor (indirect load)
-_pw([aten.gather.default], "gather", ADD, lambda n: not n.kwargs.get("sparse_grad", False))
+# gather reads its input at an index loaded from another tensor (indirect load); a 0-dim
+# input (eager treats it as 1-d) stays in ATen
+def _gather_ok(n) -> bool:
+    x = n.args[0].meta.get("val")
+    return not n.kwargs.get("sparse_grad", False) and x is not None and x.dim() > 0
+
+
+_pw([aten.gather.default], "gather", ADD, _gather_ok)
 
 # --- pointwise: dtype casts and constants ---------------------------------------------
 _pw([aten._to_copy.default, aten.clone.default, aten.lift_fresh_copy.default,
@@ -169,7 +175,7 @@ FALLBACK_INFO = OpInfo(Kind.FALLBACK)
 
 # kernel-IR scalar ops that no ATen op names directly (div's lowering emits them); every
 # other scalar op and reduce kind costs what this table gives the ATen op that names it
-IR_ONLY_COST = {"truediv": DIV, "floordiv": DIV + ADD, "truncdiv": DIV}
+IR_ONLY_COST = {"truediv": DIV, "floordiv": DIV + ADD, "truncdiv": DIV, "bounded": 2 * ADD}
 
 
 # pow by these scalar exponents lowers to multiplies, sqrt or a reciprocal

@@ -67,20 +67,22 @@ def _compare(actual, expected, atol, rtol, what: str) -> None:
 
 
 def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None,
-                        allow_fallback=False):
+                        allow_fallback=False, backend=None):
     """Compile `fn` with brrr, run it and eager on copies of `args`, and compare outputs
     (and, if `grad`, the gradients of the inputs that require grad and, for a module, of
     its parameters). Unless `allow_fallback`, brrr's warning that a group runs through
     ATen instead (a kernel that failed to lower or build) fails the test.
 
+    `backend` replaces brrr (e.g. "aot_eager", to tell brrr's failures from torch's).
     Returns the GraphReports of the graphs brrr compiled.
     """
     if not grad:
         args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
     torch._dynamo.reset()
     sink: list = []
-    compiled = torch.compile(fn, backend=functools.partial(brrr_backend, options=options,
-                                                           _sink=sink))
+    if backend is None:
+        backend = functools.partial(brrr_backend, options=options, _sink=sink)
+    compiled = torch.compile(fn, backend=backend)
     eager_args = [clone_input(a) for a in args]
     brrr_args = [clone_input(a) for a in args]
     expected = fn(*eager_args)
@@ -111,3 +113,16 @@ def aten_graph(fn, *args) -> torch.fx.GraphModule:
 def plan_of(fn, *args, policy=None, max_args: int = 48):
     """The FusionPlan brrr's partitioner makes for `fn` (greedy unless `policy` is given)."""
     return partition(aten_graph(fn, *args), policy or GreedyPolicy(), max_args)
+
+
+def spy_builds(monkeypatch) -> list[str]:
+    """Record the library path of every C++ compile (a cache miss) in runtime/build.py."""
+    from brrr_compiler.runtime import build
+    calls, real = [], build._compile
+
+    def spy(toolchain, so):
+        calls.append(so)
+        return real(toolchain, so)
+
+    monkeypatch.setattr(build, "_compile", spy)
+    return calls

@@ -19,6 +19,7 @@ import sympy
 import torch
 
 from brrr_compiler.codegen import triton_schedule
+from brrr_compiler.codegen.triton_prelude import PRELUDE
 from brrr_compiler.codegen.triton_schedule import Schedule
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
@@ -31,61 +32,6 @@ TL = {
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 GROUPS = ("y", "x", "r")                 # mask order in printed conjunctions
 
-PRELUDE = '''\
-# brrr: Triton kernels for one compiled graph (generated; edits are overwritten)
-import triton
-import triton.language as tl
-
-from brrr_compiler.runtime.triton_libdevice import current as _current_libdevice
-
-libdevice = _current_libdevice()
-
-
-@triton.jit
-def _brrr_prod(a, b):
-    return a * b
-
-
-@triton.jit
-def _brrr_argmax(a, ai, b, bi):
-    # torch: the first NaN wins, else the first maximum
-    a_nan = a != a
-    b_nan = b != b
-    pick = (a > b) | (a_nan & (b == b)) | (((a == b) | (a_nan & b_nan)) & (ai < bi))
-    return tl.where(pick, a, b), tl.where(pick, ai, bi)
-
-
-@triton.jit
-def _brrr_argmin(a, ai, b, bi):
-    a_nan = a != a
-    b_nan = b != b
-    pick = (a < b) | (a_nan & (b == b)) | (((a == b) | (a_nan & b_nan)) & (ai < bi))
-    return tl.where(pick, a, b), tl.where(pick, ai, bi)
-
-
-@triton.jit
-def _brrr_floordiv(a, b):
-    # ATen's div_floor_floating: floor of the exact quotient, sign of zero kept
-    mod = a % b
-    div = (a - mod) / b
-    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
-    fl = tl.floor(div)
-    fl = tl.where(div - fl > 0.5, fl + 1.0, fl)
-    res = tl.where(div == 0, libdevice.copysign(div * 0.0, a / b), fl)
-    return tl.where(b == 0, a / b, res)
-
-
-@triton.jit
-def _brrr_floordiv_int(a, b):
-    q = a // b
-    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
-
-
-@triton.jit
-def _brrr_remainder(a, b):
-    mod = a % b
-    return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
-'''
 
 
 def reg(dtype: torch.dtype) -> str:
@@ -132,12 +78,19 @@ def literal(value, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
+def round_low(x: str, dst: torch.dtype) -> str:
+    """float32 `x` rounded to float16/bfloat16 (ties to even, as eager), kept in float32.
+    bfloat16 rounds by its bits: Triton's interpreter truncates a plain .to(tl.bfloat16)."""
+    if dst is torch.bfloat16:
+        return f"_brrr_round_bf16({x})"
+    return f"{x}.to(tl.float16).to(tl.float32)"
+
+
 def cast_expr(x: str, src: torch.dtype, dst: torch.dtype) -> str:
     if dst is torch.bool:
         return f"{x} != 0"
     if dst in LOW_PRECISION:
-        wide = x if reg(src) == "tl.float32" else f"{x}.to(tl.float32)"
-        return f"{wide}.to({TL[dst]}).to(tl.float32)"     # rounds, as eager's storage does
+        return f"{round_low(x if reg(src) == 'tl.float32' else f'{x}.to(tl.float32)', dst)}"
     if reg(src) == TL[dst]:
         return x
     return f"{x}.to({TL[dst]})"
@@ -185,8 +138,9 @@ def op_expr(op: str, a: list[str], dt: torch.dtype) -> str:
         "logical_not": lambda: f"{a[0]} == 0",
         "bitwise_not": lambda: f"~{a[0]}",
         "where": lambda: f"tl.where({a[0]}, {a[1]}, {a[2]})",
-        "maximum": lambda: f"tl.where(({a[0]} > {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})",
-        "minimum": lambda: f"tl.where(({a[0]} < {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})",
+        # NaN from either side; a tie (0.0 vs -0.0) keeps the first, as eager's clamp
+        "maximum": lambda: f"tl.where(({a[0]} != {a[0]}) | ({a[0]} >= {a[1]}), {a[0]}, {a[1]})",
+        "minimum": lambda: f"tl.where(({a[0]} != {a[0]}) | ({a[0]} <= {a[1]}), {a[0]}, {a[1]})",
         "floordiv": lambda: (f"_brrr_floordiv({a[0]}, {a[1]})" if fl
                              else f"_brrr_floordiv_int({a[0]}, {a[1]})"),
         "truncdiv": lambda: f"libdevice.trunc({a[0]} / {a[1]})" if fl else f"{a[0]} // {a[1]}",
@@ -239,8 +193,10 @@ class Body:
         for missing in sorted(self.groups.get(v, frozenset()) - g):
             index += f" + 0*{missing}index"          # a pointer as wide as the value
         g |= self.groups.get(v, frozenset())
-        if s.dtype in LOW_PRECISION:
-            v = f"{v}.to({TL[s.dtype]})"
+        if s.dtype is torch.bfloat16:
+            v = f"_brrr_round_bf16({v}).to(tl.bfloat16)"
+        elif s.dtype is torch.float16:
+            v = f"{v}.to(tl.float16)"
         m = self.mask(g)
         return f"tl.store({s.buffer} + {index}, {v}" + (f", mask={m})" if m else ")")
 
@@ -268,7 +224,7 @@ class Body:
         if s.op == "index":
             self.groups[s.out] = self.groups_of_expr(s.index)
             if not self.groups[s.out]:          # sizes and constants only: a scalar
-                return [f"{s.out} = tl.zeros([], tl.int64) + {texpr(s.index)}"]
+                return [f"{s.out} = tl.full([], 0, tl.int64) + {texpr(s.index)}"]
             return [f"{s.out} = ({texpr(s.index)}).to(tl.int64)"]
         self.groups[s.out] = self.groups_of_args(s.args)
         if s.op == "cast":
@@ -369,6 +325,8 @@ def kernel_source(k: Kernel, sm_count: int = triton_schedule.DEFAULT_SM_COUNT) -
     """The kernel's comment, @triton.jit function and launcher, as text."""
     from brrr_compiler.codegen.triton_reduce import reduction_lines
 
+    if k.scratch:
+        raise NotImplementedError(f"brrr: the Triton printer keeps no scratch rows ({k.name})")
     s = triton_schedule.choose(k, sm_count)
     if k.is_reduction:
         lines = reduction_lines(k, s)

@@ -3,12 +3,12 @@
 Per program, `xindex` is an [XBLOCK, 1] column of rows and `rindex` a [1, RBLOCK] row of
 reduced points. Scalar phases are straight-line code over [XBLOCK, 1] values. A loop
 phase is, in a persistent kernel, straight-line code over the whole row (RBLOCK >= the
-reduced extent, masked by `rmask`), each `reduce` one `tl.sum`/`tl.max`/... along axis 1;
+reduced extent, masked by `rmask`), each `reduce` one `tl.reduce` along axis 1;
 in a looped kernel, a for-loop over RBLOCK-wide chunks updating [XBLOCK, RBLOCK]
 accumulators lane by lane (`acc = tl.where(xrmask, combine(acc, x), acc)`), folded along
 axis 1 after the loop. Results are [XBLOCK, 1], visible to later phases.
 
-max/min keep a NaN flag beside the value (tl.max drops NaN; torch propagates it).
+max/min keep a NaN flag beside the value (a max of floats drops NaN; torch propagates it).
 argmax/argmin fold (value, index) pairs with a combine function that prefers the first
 NaN, then the extreme with the smallest index, as eager does; masked lanes carry the
 identity value and an index no real one loses to.
@@ -23,6 +23,16 @@ from brrr_compiler.codegen.triton_schedule import Schedule
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
 LOSING_INDEX = "4611686018427387904"     # 2**62: any real index wins a tie against it
+
+
+def fold(kind: str, x: str) -> str:
+    """`x` folded along the reduced axis into an [XBLOCK, 1] column.
+
+    With this module's own combine functions rather than tl.sum/tl.max: those are
+    @triton.jit functions made when triton.language is imported, so a process that
+    imported Triton (torch._dynamo does) before setting TRITON_INTERPRET=1 could not run
+    them in the interpreter; on a GPU both compile to the same reduction."""
+    return f"tl.reduce({x}, 1, _brrr_{kind})[:, None]"
 
 
 def _is_arg(kind: str) -> bool:
@@ -66,26 +76,25 @@ class ReductionPrinter:
 
     def persistent(self, r: Stmt) -> list[str]:
         kind, (x, dt), out = self._kind(r), self._value(r), r.out
-        if kind == "sum":
-            return [f"{out} = tl.sum(tl.where(xrmask, {x}, 0), 1)[:, None]"]
-        if kind == "prod":
-            return [f"{out} = tl.reduce(tl.where(xrmask, {x}, 1), 1, _brrr_prod)[:, None]"]
+        if kind in ("sum", "prod"):
+            fill = "0" if kind == "sum" else "1"
+            return [f"{out} = {fold(kind, f'tl.where(xrmask, {x}, {fill})')}"]
         if kind in ("any", "all"):
-            fn, fill = ("tl.max", "0") if kind == "any" else ("tl.min", "1")
-            return [f"{out} = {fn}(tl.where(xrmask, {x}, {fill}).to(tl.int8), 1)[:, None] != 0"]
+            fill = "0" if kind == "any" else "1"
+            x8 = f"tl.where(xrmask, {x}, {fill}).to(tl.int8)"
+            return [f"{out} = {fold('max' if kind == 'any' else 'min', x8)} != 0"]
         if _is_arg(kind):
             idx = r.args[1]
             return [f"a_{out} = tl.where(xrmask, {x}, {_extreme(kind, dt)})",
                     f"ai_{out} = tl.where(xrmask, {idx}, {LOSING_INDEX})",
                     f"av_{out}, ri_{out} = tl.reduce((a_{out}, ai_{out}), 1, _brrr_{kind})",
                     f"{out} = ri_{out}[:, None]"]
-        fn = "tl.max" if kind == "max" else "tl.min"
-        lines = [f"{out} = {fn}(tl.where(xrmask, {x}, {_extreme(kind, dt)}), 1)[:, None]"]
-        if dt.is_floating_point:
-            lines[0] = lines[0].replace(f"{out} =", f"m_{out} =", 1)
-            lines += [f"n_{out} = tl.max((xrmask & ({x} != {x})).to(tl.int8), 1)[:, None]",
-                      f'{out} = tl.where(n_{out} != 0, float("nan"), m_{out})']
-        return lines
+        folded = fold(kind, f"tl.where(xrmask, {x}, {_extreme(kind, dt)})")
+        if not dt.is_floating_point:
+            return [f"{out} = {folded}"]
+        return [f"m_{out} = {folded}",
+                f"n_{out} = {fold('max', f'(xrmask & ({x} != {x})).to(tl.int8)')}",
+                f'{out} = tl.where(n_{out} != 0, float("nan"), m_{out})']
 
     # ---- looped: accumulators over RBLOCK-wide chunks ---------------------------------
 
@@ -119,21 +128,15 @@ class ReductionPrinter:
 
     def final(self, r: Stmt) -> list[str]:
         kind, (_, dt), out, acc = self._kind(r), self._value(r), r.out, f"acc_{r.out}"
-        if kind == "sum":
-            return [f"{out} = tl.sum({acc}, 1)[:, None]"]
-        if kind == "prod":
-            return [f"{out} = tl.reduce({acc}, 1, _brrr_prod)[:, None]"]
         if kind in ("any", "all"):
-            fn = "tl.max" if kind == "any" else "tl.min"
-            return [f"{out} = {fn}({acc}.to(tl.int8), 1)[:, None] != 0"]
+            return [f"{out} = {fold('max' if kind == 'any' else 'min', f'{acc}.to(tl.int8)')} != 0"]
         if _is_arg(kind):
             return [f"av_{out}, ri_{out} = tl.reduce(({acc}, acci_{out}), 1, _brrr_{kind})",
                     f"{out} = ri_{out}[:, None]"]
-        fn = "tl.max" if kind == "max" else "tl.min"
-        if not dt.is_floating_point:
-            return [f"{out} = {fn}({acc}, 1)[:, None]"]
-        return [f"m_{out} = {fn}({acc}, 1)[:, None]",
-                f"n_{out} = tl.max(nan_{out}.to(tl.int8), 1)[:, None]",
+        if kind in ("sum", "prod") or not dt.is_floating_point:
+            return [f"{out} = {fold(kind, acc)}"]
+        return [f"m_{out} = {fold(kind, acc)}",
+                f"n_{out} = {fold('max', f'nan_{out}.to(tl.int8)')}",
                 f'{out} = tl.where(n_{out} != 0, float("nan"), m_{out})']
 
     # ---- phases ----------------------------------------------------------------------

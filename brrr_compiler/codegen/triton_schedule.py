@@ -25,9 +25,8 @@ Note on the rule. It is a pure function of the kernel's shape and the GPU's SM c
 - Indexing is int32 unless some index can reach 2**31 (sizes are known) or a size is
   symbolic; then program offsets and aranges are int64 and so is every index.
 
-TODO(cost/device.py): read sm_count (and later the block-size limits) from the GPU
-device presets once brrr_compiler/cost/device.py has them; until then the caller passes
-the CUDA device's SM count and DEFAULT_SM_COUNT stands in (no GPU, interpreter).
+The SM count is the live GPU's (runtime/triton_launch.py asks CUDA); without one (the
+interpreter, text tests) the H100/H200 preset of cost/device.py stands in.
 """
 from __future__ import annotations
 
@@ -35,10 +34,11 @@ from dataclasses import dataclass
 
 import sympy
 
+from brrr_compiler.cost.device import PRESETS
 from brrr_compiler.kernel_ir import Kernel
-from brrr_compiler.lower.loops import linear_coeff
+from brrr_compiler.lower.loops import linear_coeff, reduces_outer_dim
 
-DEFAULT_SM_COUNT = 132          # H100/H200 SXM; A100 has 108
+DEFAULT_SM_COUNT = PRESETS["h100"].threads      # SMs (132; an A100 has 108)
 PERSISTENT_MAX = 4096           # widest row a persistent reduction holds in one block
 INT32_LIMIT = 2**31 - 1
 _BLOCK_SLACK = 1 << 16          # masked lanes past the end of a domain still compute offsets
@@ -112,18 +112,6 @@ def _wants_2d(k: Kernel) -> bool:
     return False
 
 
-def _outer_reduction(k: Kernel) -> bool:
-    """Reducing a strided dim while the innermost kept dim is contiguous (a column sum)."""
-    if not k.loop_vars:
-        return False
-    inner, red = k.loop_vars[-1], k.reduction_vars[-1]
-    for s in k.body:
-        if s.op == "load" and red in s.index.free_symbols:
-            return (linear_coeff(s.index, inner, k.all_vars()) == 1
-                    and linear_coeff(s.index, red, k.all_vars()) != 1)
-    return False
-
-
 def _warps(elements: int) -> int:
     return _clamp(elements // 256, 2, 8)
 
@@ -131,7 +119,7 @@ def _warps(elements: int) -> int:
 def _reduction(k: Kernel, sm_count: int, int64: bool) -> Schedule:
     rnumel = _static(sympy.Mul(*k.reduction_ranges))
     xnumel = _static(k.numel())
-    if _outer_reduction(k):
+    if reduces_outer_dim(k):
         xblock = min(64, next_pow2(xnumel)) if xnumel is not None else 64
         rblock = min(16, next_pow2(rnumel)) if rnumel is not None else 16
         kind = "persistent" if rnumel is not None and rnumel <= rblock else "looped"

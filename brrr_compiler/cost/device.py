@@ -29,6 +29,9 @@ class DeviceSpec:
     threads: int                    # CPU threads a kernel runs on (GPU: SMs, informative)
     flops: dict = field(default_factory=dict)   # dtype name -> flop-equivalents/s, all threads
     transcendentals: float = 0.0    # exp-class evaluations/s in float32, all threads
+    functions: dict = field(default_factory=dict)   # op -> evaluations/s (float32, all
+    #   threads) measured for this machine: transcendentals by name ("erf"), reduce folds
+    #   as "reduce_<kind>"; ops not listed are priced from the op table's weights
     dram_bandwidth: float = 0.0     # bytes/s streaming from memory (a copy counts read + write)
     cache_bandwidth: float = 0.0    # bytes/s re-reading data resident in the last-level cache
     l2_bytes: int = 0               # private cache per thread: per-row re-reads that fit are cheap
@@ -78,6 +81,9 @@ def generic_cpu(threads: int | None = None) -> DeviceSpec:
     return DeviceSpec(
         name="generic-cpu", kind="cpu", threads=t,
         flops={k: v * t for k, v in per_thread.items()}, transcendentals=1.5e9 * t,
+        # brrr's row max/min loops do not vectorize (NaN flag): scalar folds and functions
+        functions={"reduce_max": 1.7e9 * t, "reduce_min": 1.7e9 * t,
+                   "scalar_transcendental": 0.35e9 * t},
         dram_bandwidth=30e9, cache_bandwidth=60e9 * t, l2_bytes=1 * MIB, llc_bytes=32 * MIB,
         kernel_overhead_s=3e-6, call_overhead_s=15e-6, parallel_min_elements=32768,
         overlap=1.0, source="default")
@@ -138,10 +144,21 @@ def current_device_spec(cache_dir: str) -> DeviceSpec:
         return generic_cpu()
 
 
-def resolve_device(option: Any, cache_dir: str) -> DeviceSpec:
-    """The spec named by options["device"]: None (this machine), a preset name, a JSON
-    path, or a DeviceSpec."""
+def gpu_preset(target: torch.device) -> DeviceSpec:
+    """The datasheet preset matching the GPU's name (an unknown GPU gets the A100's)."""
+    try:
+        name = torch.cuda.get_device_name(target).lower()
+    except (RuntimeError, AssertionError, AttributeError):
+        name = ""
+    return next((spec for key, spec in PRESETS.items() if key in name), PRESETS["a100"])
+
+
+def resolve_device(option: Any, cache_dir: str, target: torch.device | None = None) -> DeviceSpec:
+    """The spec named by options["device"]: None (this machine: its calibration, or for
+    kernels on a CUDA `target` the GPU's preset), a preset name, a JSON path, a DeviceSpec."""
     if option is None:
+        if target is not None and torch.device(target).type == "cuda":
+            return gpu_preset(target)
         return current_device_spec(cache_dir)
     if isinstance(option, DeviceSpec):
         return option

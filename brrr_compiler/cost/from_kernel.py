@@ -4,17 +4,53 @@ A statement in a scalar phase runs once per outer point (row); in a loop phase o
 point of the whole domain. A buffer's footprint is what its accesses touch: per distinct
 index expression, the product of the extents of the loop variables it uses (a stride-0
 broadcast drops a variable), summed over the expressions and capped by the largest index
-touched plus one (x and x.t() read the same elements). A buffer loaded at a full-domain
-index in k loop phases is re-read k - 1 times.
+touched plus one (x and x.t() read the same elements). A loop phase folding a max, min,
+argmax or argmin runs unvectorized (unless the printer tiles columns): its
+transcendentals are counted as scalar ones. A buffer loaded at a full-domain
+index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access whose
+innermost-loop stride s is not 0 or 1 (a transposed read) moves min(64, s * itemsize)
+bytes per element: one cache line per element at worst. A per-row scratch array (kernel.scratch)
+stays in the core's cache: it costs no memory traffic.
 """
 from __future__ import annotations
 
 import sympy
 
-from brrr_compiler.cost.stats import KernelStats, as_int, itemsize, op_cost, prod
+from brrr_compiler.cost.stats import SCALAR_FOLDS, KernelStats, as_int, itemsize, prod
 from brrr_compiler.kernel_ir import Kernel
 
 NO_WORK = frozenset({"load", "store", "const", "cast", "index"})
+LINE = 64          # bytes of a cache line
+
+
+def inner_stride(index, inner, hints: dict | None) -> int:
+    """Element stride of an access along the innermost loop variable (0: not used)."""
+    return abs(as_int(sympy.expand(index).coeff(inner), hints)) if inner is not None else 1
+
+
+def column_schedule(kernel: Kernel, hints: dict | None) -> bool:
+    """Does the C++ printer tile columns (lower/loops.py reduces_outer_dim): the first load
+    using the innermost reduced var is contiguous along the innermost kept var, not it?"""
+    if not kernel.loop_vars or not kernel.reduction_vars or any(
+            s.op == "reduce" and s.value in ("argmax", "argmin") for s in kernel.body):
+        return False
+    inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
+    for s in kernel.body:
+        if s.op == "load" and red in s.index.free_symbols:
+            return inner_stride(s.index, inner, hints) == 1 and inner_stride(s.index, red, hints) != 1
+    return False
+
+
+def buffer_bytes(indices, extents: dict, inner, size: int, hints: dict | None) -> int:
+    """Bytes an access pattern moves: dense accesses once over their footprint, strided
+    ones a share of a cache line per element."""
+    strides = {e: inner_stride(e, inner, hints) for e in indices}
+    dense = [e for e in indices if strides[e] in (0, 1)]
+    nbytes = _footprint(dense, extents, hints) * size
+    for e in indices:
+        if strides[e] not in (0, 1):
+            nbytes += _footprint([e], extents, hints) * min(LINE, strides[e] * size)
+    return nbytes
 
 
 def _footprint(indices, extents: dict, hints: dict | None) -> int:
@@ -32,9 +68,10 @@ def _accesses(kernel: Kernel):
     """buffer -> (set of index expressions, set of loop phases loading it at full index)."""
     red = set(kernel.reduction_vars)
     out: dict = {}
+    scratch = {b.name for b in kernel.scratch}       # per-row, cache-resident: no traffic
     for k, phase in enumerate(kernel.phases):
         for s in phase.body:
-            if s.op not in ("load", "store"):
+            if s.op not in ("load", "store") or s.buffer in scratch:
                 continue
             idx, phases = out.setdefault(s.buffer, (set(), set()))
             idx.add(sympy.expand(s.index))
@@ -48,20 +85,26 @@ def kernel_stats(kernel: Kernel, hints: dict | None = None) -> KernelStats:
     rows = prod(as_int(r, hints) for r in kernel.ranges)
     red = prod(as_int(r, hints) for r in kernel.reduction_ranges)
     stats = KernelStats(points=rows * red, rows=rows)
+    columns = column_schedule(kernel, hints)
     for phase in kernel.phases:
         count = rows * red if phase.loop else rows
+        scalar = phase.loop and not columns and any(
+            s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
         for s in phase.body:
             if s.op in NO_WORK:
                 continue
-            cost = op_cost(s.value, True) if s.op == "reduce" else op_cost(s.op)
-            stats.add_op(cost, s.dtype, count)
+            if s.op == "reduce":
+                stats.add_op(s.value, s.dtype, count, reduce=True, columns=columns)
+            else:
+                stats.add_op(s.op, s.dtype, count, scalar=scalar)
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}
     extents.update({v: as_int(r, hints) for v, r in
                     zip(kernel.reduction_vars, kernel.reduction_ranges)})
     dtypes = {b.name: b.dtype for b in kernel.buffers}
     outputs = {b.name for b in kernel.outputs}
+    inner = kernel.loop_vars[-1] if kernel.loop_vars and not kernel.reduction_vars else None
     for name, (indices, loop_phases) in _accesses(kernel).items():
-        nbytes = _footprint(indices, extents, hints) * itemsize(dtypes[name])
+        nbytes = buffer_bytes(indices, extents, inner, itemsize(dtypes[name]), hints)
         if name in outputs:
             stats.bytes_written += nbytes
             continue

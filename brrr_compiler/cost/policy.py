@@ -26,18 +26,18 @@ MAX_LIVE = 64       # values live at once in the loop body: past this gcc spills
 
 
 def _topo(members) -> list:
-    seen, out = set(), []
-
-    def visit(n):
-        if n in seen:
-            return
-        seen.add(n)
-        for a in n.all_input_nodes:
-            if a in members:
-                visit(a)
+    """`members` in a topological order (ties by name, so the order is deterministic)."""
+    members = set(members)
+    waiting = {n: sum(1 for a in set(n.all_input_nodes) if a in members) for n in members}
+    ready = sorted((n for n, k in waiting.items() if k == 0), key=lambda n: n.name, reverse=True)
+    out = []
+    while ready:
+        n = ready.pop()
         out.append(n)
-    for n in sorted(members, key=lambda n: n.name):
-        visit(n)
+        for u in sorted(set(n.users) & members, key=lambda n: n.name, reverse=True):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
     return out
 
 
@@ -46,12 +46,17 @@ def live_values(members) -> int:
     index arithmetic: a value read through a view lives until the view's readers)."""
     order = _topo(members)
     pos = {n: i for i, n in enumerate(order)}
-
-    def last_use(n) -> int:
-        uses = [last_use(u) if legality.is_view(u) else pos[u] for u in n.users if u in pos]
-        return max(uses, default=pos[n])
-    ends = [(pos[n], last_use(n)) for n in order if not legality.is_view(n)]
-    return max((sum(1 for s, e in ends if s <= i < e) for i in range(len(order))), default=0)
+    end: dict = {}
+    for n in reversed(order):
+        end[n] = max([end[u] if legality.is_view(u) else pos[u] for u in n.users if u in pos],
+                     default=pos[n])
+    events = sorted(e for n in order if not legality.is_view(n)
+                    for e in ((pos[n], 1), (end[n], -1)) if pos[n] < end[n])
+    live = peak = 0
+    for _, step in events:
+        live += step
+        peak = max(peak, live)
+    return peak
 
 
 class CostPolicy:
@@ -75,7 +80,8 @@ class CostPolicy:
             raise CostModelError(domain)
         if domain is None:
             domain = (legality.shape_of(outputs[0]), ())
-        stats = group_stats(_topo(members), outputs, legality.external_inputs(members), *domain)
+        stats = group_stats(_topo(members), outputs, legality.external_inputs(members), *domain,
+                            scratch=self.device.kind == "cpu")     # the C++ target keeps rows
         return predict(stats, self.device)
 
     def decide(self, c: MergeCandidate) -> Verdict:
@@ -91,25 +97,32 @@ class CostPolicy:
         return verdict(before, after, bool(c.recompute))
 
     def limits(self, c: MergeCandidate) -> str | None:
-        n_in = len(c.merged_inputs)
-        if n_in > self.max_inputs:
-            return f"too big: the kernel would read {n_in} buffers (max_inputs={self.max_inputs})"
-        members = set(c.recompute or c.producer) | set(c.consumer)
-        live = live_values(members)
-        if live > self.max_live:
-            return f"too big: {live} values live at once in the kernel (max_live={self.max_live})"
+        """Why the kernel(s) the candidate makes would be too big for the C++ printer."""
+        kernels = [set(c.recompute) | set(r) for r in c.readers or (c.consumer,)] \
+            if c.recompute else [set(c.producer) | set(c.consumer)]
+        for members in kernels:
+            n_in = len(legality.external_inputs(members))
+            if n_in > self.max_inputs:
+                return f"too big: a kernel would read {n_in} buffers (max_inputs={self.max_inputs})"
+            live = live_values(members)
+            if live > self.max_live:
+                return f"too big: {live} values live at once in a kernel (max_live={self.max_live})"
         return None
 
     def predict(self, c: MergeCandidate) -> tuple[list, list]:
         """(kernels before, kernels after) the merge or recompute, as Estimates."""
-        go, a, b = c.graph_outputs, set(c.producer), set(c.consumer)
-        before = [self.kernel(a, go), self.kernel(b, go)]
-        sub = set(c.recompute)
-        if not sub:
+        go, a = c.graph_outputs, set(c.producer)
+        if not c.recompute:
+            b = set(c.consumer)
+            before = [self.kernel(a, go), self.kernel(b, go)]
             return before, [self.kernel(a | b, go, list(c.merged_outputs))]
-        kept = [n for n in a if n in go or any(u not in a and u not in b for u in n.users)]
-        after = [self.kernel(a, go, kept) if kept else None,
-                 self.kernel(b | sub, go, legality.stored_nodes(b, go))]
+        readers = [set(r) for r in c.readers or (c.consumer,)]
+        union = set().union(*readers)
+        kept = [n for n in a if n in go or any(u not in a and u not in union for u in n.users)]
+        before = [self.kernel(a, go)] + [self.kernel(r, go) for r in readers]
+        after = [self.kernel(a, go, kept) if kept else None]
+        after += [self.kernel(r | set(c.recompute), go, legality.stored_nodes(r, go))
+                  for r in readers]
         return before, after
 
 
@@ -121,15 +134,13 @@ def verdict(before: list, after: list, recompute: bool) -> Verdict:
     """Accept when `after` is predicted faster; say why in compute/memory/overhead terms."""
     t0, t1 = _sum(before, "total_s"), _sum(after, "total_s")
     saved = int(_sum(before, "bytes") - _sum(after, "bytes"))
-    deltas = {f"d_{k}_us": round((_sum(after, k + "_s") - _sum(before, k + "_s")) * 1e6, 3)
-              for k in ("compute", "memory", "overhead")}
     main = next((k for k in reversed(after) if k is not None), None)
     metrics = {"unfused_us": round(t0 * 1e6, 3), "fused_us": round(t1 * 1e6, 3),
-               "bytes_saved": saved, **deltas, "bound": main.bound if main else "none"}
-    what = "recomputing" if recompute else "fused"
-    why = ", ".join(f"{k[2:-3]} {v:+.3g} us" for k, v in deltas.items())
-    if t1 < t0:
-        return Verdict(True, f"{what} is faster: {t1 * 1e6:.3g} us < {t0 * 1e6:.3g} us ({why})",
-                       metrics)
-    return Verdict(False, f"{what} is not faster: {t1 * 1e6:.3g} us >= {t0 * 1e6:.3g} us ({why})",
-                   metrics)
+               "bytes_saved": saved, "bound": main.bound if main else "none"}
+    deltas = [(k, (_sum(after, k + "_s") - _sum(before, k + "_s")) * 1e6)
+              for k in ("compute", "memory", "overhead")]
+    why = ", ".join(f"{k} {d:+.3g} us" for k, d in deltas if abs(d) >= 5e-4) or "no change"
+    what, other = ("recomputing", "materialized") if recompute else ("fused", "unfused")
+    faster = t1 < t0
+    return Verdict(faster, f"{what} {'faster' if faster else 'not faster'}: {t1 * 1e6:.3g} us "
+                           f"vs {t0 * 1e6:.3g} us {other} ({why})", metrics)

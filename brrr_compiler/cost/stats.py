@@ -33,8 +33,10 @@ class CostModelError(Exception):
 class KernelStats:
     points: int                    # iteration points: rows * reduced extent
     rows: int                      # outer (parallel) points; == points without reductions
-    flops: dict = field(default_factory=dict)            # dtype key -> flop-equivalents
-    transcendentals: dict = field(default_factory=dict)  # dtype key -> evaluations
+    flops: dict = field(default_factory=dict)      # dtype key -> flop-equivalents (cheap ops)
+    special: dict = field(default_factory=dict)    # (dtype key, op) -> evaluations of each
+    #   transcendental-class op ("exp", "erf", ...) and reduce fold ("reduce_sum", ...): a
+    #   device may have measured its own rate for them
     bytes_read: int = 0
     bytes_written: int = 0
     reread_bytes: int = 0          # loop phases re-reading rows already read once
@@ -45,16 +47,56 @@ class KernelStats:
         return self.bytes_read + self.bytes_written
 
     @property
-    def total_flops(self) -> float:
-        """All work in flop-equivalents (a transcendental at its op-table weight)."""
-        return sum(self.flops.values()) + ops.TRANSCENDENTAL * sum(self.transcendentals.values())
+    def transcendentals(self) -> dict:
+        """dtype key -> exp-class evaluations (an op costing k * TRANSCENDENTAL counts k)."""
+        out: dict = {}
+        for (key, op), count in self.special.items():
+            if not op.startswith(REDUCE):
+                out[key] = out.get(key, 0) + count * special_cost(op) / ops.TRANSCENDENTAL
+        return out
 
-    def add_op(self, cost: float, dtype: torch.dtype, count: int) -> None:
+    @property
+    def total_flops(self) -> float:
+        """All work in flop-equivalents (each op at its op-table weight)."""
+        return sum(self.flops.values()) + sum(count * special_cost(op) for (_, op), count
+                                              in self.special.items())
+
+    def add_op(self, op: str, dtype: torch.dtype, count: int, reduce: bool = False,
+               scalar: bool = False, columns: bool = False) -> None:
+        """Count `count` evaluations of scalar op (or, with `reduce`, reduce kind) `op`;
+        `scalar`: in a loop the C++ compiler does not vectorize (see SCALAR_FOLDS);
+        `columns`: a fold of the column schedule (vectorized across columns)."""
+        cost = op_cost(op, reduce)
         key = dtype_key(dtype)
-        if cost >= ops.TRANSCENDENTAL:
-            self.transcendentals[key] = self.transcendentals.get(key, 0) + count * cost / ops.TRANSCENDENTAL
+        if reduce or cost >= ops.TRANSCENDENTAL:
+            name = REDUCE + op + (COLUMNS if columns else "") if reduce else \
+                op + (SCALAR if scalar else "")
+            self.special[(key, name)] = self.special.get((key, name), 0) + count
         elif cost > 0:
             self.flops[key] = self.flops.get(key, 0) + count * cost
+
+    def add_flops(self, cost: float, dtype: torch.dtype, count: int) -> None:
+        """Cheap work given only by its cost (an FX node the lowering expands)."""
+        if cost >= ops.TRANSCENDENTAL:
+            raise CostModelError(f"brrr: a cost of {cost} flop-equivalents needs an op name")
+        if cost > 0:
+            key = dtype_key(dtype)
+            self.flops[key] = self.flops.get(key, 0) + count * cost
+
+
+REDUCE = "reduce_"
+SCALAR = "@scalar"
+COLUMNS = "@columns"
+# a row-schedule loop phase folding these does not vectorize (the NaN flag of max/min,
+# argmax's first-index rule): transcendentals in it run at scalar speed
+SCALAR_FOLDS = frozenset({"max", "min", "argmax", "argmin"})
+
+
+def special_cost(name: str) -> float:
+    """Op-table flop-equivalents of a KernelStats.special entry."""
+    if name.startswith(REDUCE):
+        return op_cost(name[len(REDUCE):].removesuffix(COLUMNS), True)
+    return op_cost(name.removesuffix(SCALAR))
 
 
 @functools.cache
@@ -96,11 +138,17 @@ def size_hints(vals) -> dict:
             continue
         for s in list(v.shape) + list(v.stride()):
             if isinstance(s, torch.SymInt) and s.node.hint is not None:
+                env = _backed_values(s.node.shape_env)
                 for sym in s.node.expr.free_symbols:
-                    env = getattr(s.node.shape_env, "var_to_val", {})
                     if sym in env:
                         hints[sym] = int(env[sym])
     return hints
+
+
+def _backed_values(shape_env) -> dict:
+    """symbol -> example value (torch renamed var_to_val to backed_var_to_val)."""
+    env = getattr(shape_env, "backed_var_to_val", None)
+    return env if env is not None else getattr(shape_env, "var_to_val", {})
 
 
 def prod(values) -> int:

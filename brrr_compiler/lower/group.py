@@ -67,6 +67,7 @@ class _GroupLowering:
         self.cur_loop: int | None = None
         self.reducer = ReductionEmitter(self)
         self.sym_level: dict[str, int] = {}   # gather's index values: level they exist at
+        self.loop_syms: set = set()           # gather's index values read per loop element
         self.first_loop: dict = {}            # (node, idx) -> (loop phase, value) first computed
         self.scratch: dict = {}               # (node, idx) -> scratch Buffer
         self.use_scratch = True
@@ -87,7 +88,7 @@ class _GroupLowering:
         return self.buffers[node]
 
     def _is_full(self, idx) -> bool:
-        return any(sympy.sympify(e).free_symbols & self.red_vars for e in idx)
+        return any(sympy.sympify(e).free_symbols & (self.red_vars | self.loop_syms) for e in idx)
 
     def _level_at(self, node, idx) -> int:
         syms = {s.name for e in idx for s in sympy.sympify(e).free_symbols}
@@ -140,6 +141,7 @@ class _GroupLowering:
             index = indexing.offset(idx, indexing.strides(val))
             return body.emit("load", val.dtype, buffer=buf.name, index=index)
         if node in self.acc:
+            self._check_reduced_index(node, idx)
             return self.reducer.finish(node, body)
         if ops.kind_of(node) is ops.Kind.VIEW:
             src = node.args[0]
@@ -160,6 +162,19 @@ class _GroupLowering:
             args[name] = a
         return lower_node(node, args, body, ops.info(node.target).scalar)
 
+    def _check_reduced_index(self, node, idx: tuple) -> None:
+        """A reduced value exists only at its own kept index: a consumer reading it at
+        another (sum over dim 0, unsqueezed to [n, 1], broadcast over a square [n, n])
+        would read the wrong row's value, so the group runs through ATen instead."""
+        spec = reduction_spec(node)
+        full = spec.full_shape()
+        dims = range(len(full)) if spec.keepdim else [d for d in range(len(full)) if d not in spec.dims]
+        for got, d in zip(idx, dims):
+            want = sympy.Integer(0) if d in spec.dims else self.full_idx[d]
+            if full[d] != 1 and sympy.expand(sympy.sympify(got) - want) != 0:
+                raise NotImplementedError(f"brrr: {node.name} is read at {idx}, not at its "
+                                          "own kept index (a reduced dim moved)")
+
     def _gather(self, node, idx: tuple, body: Body) -> V:
         """out[idx] = x[idx with dim replaced by index[idx]]: an indirect load."""
         x, dim, index = node.args[0], node.args[1], node.args[2]
@@ -168,8 +183,10 @@ class _GroupLowering:
         raw = body.cast(self.value(index, idx), torch.int64)
         safe = body.emit("bounded", torch.int64, (raw,), index=x_shape[dim])
         self.sym_level[safe.name] = self._level_at(node, idx)
-        x_idx = tuple(sympy.Symbol(safe.name, integer=True) if d == dim else i
-                      for d, i in enumerate(idx))
+        sym = sympy.Symbol(safe.name, integer=True)
+        if self._is_full(idx):     # an index read inside a reduction loop: so is x at it
+            self.loop_syms.add(sym)
+        x_idx = tuple(sym if d == dim else i for d, i in enumerate(idx))
         return self.value(x, x_idx)
 
     def _row_reciprocal_div(self, node, idx: tuple, body: Body) -> V | None:
@@ -230,6 +247,7 @@ def lower_group(group, name: str, use_scratch: bool = False) -> Kernel:
     it_o, it_r = iter(loop_vars), iter(red_vars)
     full_idx = tuple(next(it_r) if d in dims else next(it_o) for d in range(len(domain)))
     low = _GroupLowering(group, red_vars, [domain[d] for d in dims])
+    low.full_idx = full_idx
     low.use_scratch = use_scratch
     for out in group.outputs:            # output buffers in the order the runner allocates
         low.buffer(out, is_output=True)

@@ -9,10 +9,10 @@ are recorded as Decisions. Before the walk, views with several users are duplica
 that each copy belongs to exactly one consumer: a view absorbed into one kernel never
 forces a materialized copy for another. After the walk, sibling reduction groups over
 the same domain that read a common input are proposed for merging (horizontal fusion).
-When a merge does not happen and the policy says `recompute = True`, the consumer is
-offered to compute the producer again from the producer's own inputs (a copy of the
-producer's pointwise nodes joins the consumer group); if accepted, producer nodes nobody
-reads any more are erased.
+Last, if the policy says `recompute = True`, each value a group stores only for other
+groups is offered to be computed again inside each of them from its own inputs (copies
+of its pointwise nodes join each reader group); if accepted, the producer nodes nobody
+reads any more are erased, and with them the write and the read-backs.
 """
 from __future__ import annotations
 
@@ -74,10 +74,7 @@ class _Walk:
             producer, views = self.producer_chain(arg)
             if producer is None or self.group_of[producer] is self.group_of[node]:
                 continue
-            consumer = self.group_of[node] | set(views)
-            if not self.try_merge(self.group_of[producer], consumer) and \
-                    getattr(self.policy, "recompute", False):
-                self.try_recompute(producer, consumer)
+            self.try_merge(self.group_of[producer], self.group_of[node] | set(views))
 
     def try_merge(self, a: set, b: set) -> bool:
         reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args)
@@ -96,9 +93,33 @@ class _Walk:
                 self.group_of[n] = merged
         return verdict.accept
 
-    def try_recompute(self, producer, b: set) -> None:
-        """Offer to compute `producer` (and its pointwise ancestors in its group) in `b`."""
-        a, sub, todo = self.group_of[producer], set(), [producer]
+    def recompute(self) -> None:
+        """Offer every value stored only for other groups to be computed in each of them."""
+        for p in sorted(self.group_of, key=self.order.__getitem__):
+            a = self.group_of.get(p)
+            if a is None or p not in legality.stored_nodes(a, self.graph_outputs):
+                continue
+            readers = self.readers(p, a)
+            if readers:
+                self.try_recompute(p, a, readers)
+
+    def readers(self, p, a: set) -> list | None:
+        """The groups reading `p` from outside `a`, each with the views it reads p through;
+        None if a graph output or anything but a group (through fusible views) reads it."""
+        found: dict = {}
+        for u in p.users:
+            node, views = u, []
+            while node not in self.group_of:
+                if not (node in self.fusible and legality.is_view(node) and len(node.users) == 1):
+                    return None
+                views.append(node)
+                node = next(iter(node.users))
+            if self.group_of[node] is not a:
+                found.setdefault(id(self.group_of[node]), [self.group_of[node], []])[1] += views
+        return None if p in self.graph_outputs else [g | set(v) for g, v in found.values()]
+
+    def try_recompute(self, p, a: set, readers: list) -> None:
+        sub, todo = set(), [p]                       # p and its ancestors inside a
         while todo:
             n = todo.pop()
             if n in sub:
@@ -107,19 +128,24 @@ class _Walk:
                 return
             sub.add(n)
             todo += [x for x in n.all_input_nodes if x in a]
-        if sub == a and not a & self.graph_outputs and all(u in a or u in b for n in a for u in n.users):
-            return                                   # that is the merge just decided
-        inputs = legality.external_inputs(sub | b)
-        stored = legality.stored_nodes(b, self.graph_outputs)
-        if len(inputs) + len(stored) > self.max_args:
-            return
-        verdict = self.policy.decide(MergeCandidate(frozenset(a), frozenset(b), stored, inputs,
-                                                    self.graph_outputs, frozenset(sub)))
-        self.decisions.append(Decision(_describe(sub), _describe(b), verdict.accept,
-                                       "recompute in consumer: " + verdict.reason,
+        if sub == a and len(readers) == 1 and not a & self.graph_outputs and \
+                all(u in a or u in readers[0] for n in a for u in n.users):
+            return                                   # the merge the walk already decided
+        for r in readers:
+            nargs = len(legality.external_inputs(sub | r)) + len(legality.stored_nodes(r, self.graph_outputs))
+            if nargs > self.max_args:
+                return
+        union = set().union(*readers)
+        verdict = self.policy.decide(MergeCandidate(
+            frozenset(a), frozenset(union), legality.stored_nodes(union, self.graph_outputs),
+            legality.external_inputs(sub | union), self.graph_outputs, frozenset(sub),
+            tuple(frozenset(r) for r in readers)))
+        self.decisions.append(Decision(_describe(sub), _describe(union), verdict.accept,
+                                       f"recompute in {len(readers)} reader(s): {verdict.reason}",
                                        dict(verdict.metrics)))
         if verdict.accept:
-            self.clone_into(sub, b, a)
+            for r in readers:
+                self.clone_into(sub, r, a)
 
     def clone_into(self, sub: set, b: set, a: set) -> None:
         """Copy `sub` into group `b` (its readers there read the copies); erase what in `a`
@@ -145,10 +171,13 @@ class _Walk:
                 del self.group_of[n]
                 self.graph.erase_node(n)
 
+    def unique_groups(self) -> list:
+        return list({id(s): s for s in self.group_of.values()}.values())
+
     def horizontal(self) -> None:
         """Merge sibling reduction groups over the same domain that read a common input
         (layer_norm backward's weight and bias gradients): one pass over the data."""
-        unique = list({id(s): s for s in self.group_of.values()}.values())
+        unique = self.unique_groups()
         reducing = [(s, legality.reduction_domain(s)) for s in unique]
         reducing = [(s, d) for s, d in reducing if d is not None and not isinstance(d, str)]
         for i, (a, da) in enumerate(reducing):
@@ -187,5 +216,7 @@ def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48
     for node in gm.graph.nodes:
         walk.visit(node)
     walk.horizontal()
+    if getattr(policy, "recompute", False):
+        walk.recompute()
     groups = walk.groups()
     return FusionPlan(gm, groups, walk.decisions, policy.name)

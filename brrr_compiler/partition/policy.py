@@ -21,9 +21,11 @@ class MergeCandidate:
     merged_outputs: list           # nodes the merged group would store
     merged_inputs: list            # external nodes the merged group would read
     graph_outputs: frozenset       # the graph's output nodes (for the policy's own checks)
-    # a recompute offer (only to policies with `recompute = True`): the producer nodes the
-    # consumer would compute again from their inputs, the producer keeping its own kernel
+    # a recompute offer (only to policies with `recompute = True`): the producer nodes each
+    # reader group (`readers`; `consumer` is their union) would compute again from their
+    # inputs instead of reading the stored value; producer nodes left unread are erased
     recompute: frozenset = frozenset()
+    readers: tuple = ()
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
+import threading
 from dataclasses import dataclass
 
 import networkx as nx
@@ -17,6 +18,7 @@ import sympy
 import torch
 import torch.fx
 
+from brrr_compiler.log import warn_once
 from brrr_compiler.symbolic import size_sources
 
 
@@ -81,10 +83,21 @@ def make_call(kernel: CompiledKernel):
     return call
 
 
+# The error flag is one per library: a kernel call and the read of its flag must not
+# interleave with another thread's (the ctypes call releases the GIL).
+_flag_locks: dict[int, threading.Lock] = {}
+_flag_locks_lock = threading.Lock()
+
+
 def _checked(call, take_error, name):
+    with _flag_locks_lock:
+        lock = _flag_locks.setdefault(id(take_error), threading.Lock())
+
     def checked(*args):
-        outs = call(*args)
-        if take_error():
+        with lock:
+            outs = call(*args)
+            failed = take_error()
+        if failed:
             raise IndexOutOfBounds(f"brrr: index out of bounds in {name} (an index or target "
                                    "outside the indexed dimension; eager raises here too)")
         return outs
@@ -105,7 +118,25 @@ def _units(plan, compiled: dict[int, CompiledKernel]):
         for a in n.all_input_nodes:
             if unit_of[a] != unit_of[n]:
                 dag.add_edge(unit_of[a], unit_of[n])
-    return nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"]), grouped
+    return dag, grouped
+
+
+def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> dict[int, CompiledKernel]:
+    """`compiled` less the kernels that would wait on each other: a group whose nodes
+    are not connected inside it can feed, through ATen calls, another that feeds it. The
+    groups on such a cycle run through ATen instead (a partitioning miss, never a crash)."""
+    compiled = dict(compiled)
+    while True:
+        dag, _ = _units(plan, compiled)
+        try:
+            cycle = nx.find_cycle(dag)
+        except nx.NetworkXNoCycle:
+            return compiled
+        dropped = sorted({key for edge in cycle for kind, key in edge[:2] if kind == "group"})
+        for gid in dropped:
+            names = compiled.pop(gid).name
+            warn_once(f"cycle-{names}", f"brrr: kernel {names} is on a cycle with other "
+                                        "kernels through ATen calls; its ops run through ATen instead")
 
 
 def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphModule:
@@ -113,7 +144,9 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
     src = plan.graph.graph
     by_name = {n.name: n for n in src.nodes}
     groups = {g.id: g for g in plan.groups}
-    units, _ = _units(plan, compiled)
+    compiled = _acyclic(plan, compiled)
+    dag, _ = _units(plan, compiled)
+    units = nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"])
     sources = size_sources(src)
     graph, env = torch.fx.Graph(), {}
     for kind, key in units:

@@ -27,8 +27,9 @@ def _numpy_libdevice() -> types.SimpleNamespace:
             data = [a.handle.data for a in args]
             with np.errstate(all="ignore"):
                 out = np.asarray(np_fn(*data)).astype(data[0].dtype)
-            scalar = args[0].dtype.scalar if hasattr(args[0].dtype, "scalar") else args[0].dtype
-            ty = tl.block_type(scalar, list(out.shape)) if out.shape else scalar
+            scalar = args[0].dtype
+            block = any(a.type.is_block() for a in args)
+            ty = tl.block_type(scalar, list(out.shape)) if block else scalar
             return tl.tensor(TensorHandle(out, scalar), ty)
         return fn
 

@@ -1,0 +1,24 @@
+"""The cost model: pure functions of (what a kernel computes and moves, a DeviceSpec) ->
+predicted time and bound class (compute, memory, overhead); the partitioner asks it
+through CostPolicy ("cost") and never for legality.
+
+    device.py       DeviceSpec, the generic-CPU default, GPU presets, device.json
+    stats.py        KernelStats (flops, transcendentals, bytes) and CostModelError
+    from_kernel.py  KernelStats of a kernel IR (what codegen prints)
+    from_group.py   KernelStats of a group of FX nodes (before lowering; must agree)
+    estimate.py     predict(stats, device) -> Estimate
+    policy.py       CostPolicy: fuse, refuse or recompute by predicted time
+    calibrate.py    measure this machine's DeviceSpec (`brrr calibrate`)
+"""
+from brrr_compiler.cost.device import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
+                                       load_device_spec, resolve_device, save_device_spec)
+from brrr_compiler.cost.estimate import (Estimate, estimate_group, estimate_kernel,
+                                         kernel_report_fields, predict)
+from brrr_compiler.cost.from_group import group_stats
+from brrr_compiler.cost.from_kernel import kernel_stats
+from brrr_compiler.cost.policy import CostPolicy
+from brrr_compiler.cost.stats import CostModelError, KernelStats
+
+__all__ = ["PRESETS", "DeviceSpec", "current_device_spec", "generic_cpu", "load_device_spec",
+           "resolve_device", "save_device_spec", "Estimate", "estimate_group", "estimate_kernel",
+           "kernel_report_fields", "predict", "group_stats", "kernel_stats", "CostPolicy", "CostModelError", "KernelStats"]

@@ -1,0 +1,239 @@
+"""Calibration: measure this machine's DeviceSpec with small micro-benchmarks (< 1 minute).
+
+    streaming bandwidth    dst.copy_(src) of 256 MB float32 (read + write counted)
+    cache bandwidth        a brrr kernel x + 1 on 1 and 4 MB (in cache): bytes moved over
+                           the time between the two sizes
+    flop rate              brrr kernels of 8 and 40 steps x * 1.0001 + 0.5 on 1 MB of
+                           data (float32, float64): 2 flop-equivalents per step and element
+    transcendental rate    brrr kernels of 1 and 4 steps exp(-x) on the same data (short
+                           chains: real kernels interleave few calls); and chains of sin,
+                           tanh, erf, sigmoid (each its own rate)
+    reduce folds           x.sum(-1), x.amax(-1) over 256 and 1024 cache-resident rows
+    scalar transcendental  sin inside a row amax (a loop that does not vectorize)
+    overheads              one-element graphs of 1 and 9 kernels (fusion "none"): the
+                           slope is the per-kernel cost, the intercept the per-call cost
+
+A number more than 30x off the generic CPU's is measured again (three tries), then left
+at the generic value, and the spec's `source` says which. Compute is measured on brrr's
+own kernels, so the rates include what its code generator
+makes of them (vectorized libm calls, OpenMP tiles); the slope between two chain lengths
+cancels call overhead and memory traffic. Each number is a low percentile over
+repeated runs: on a shared machine noise only ever adds time. Large buffers are allocated
+once and reused: without the glibc settings of `brrr calibrate` (MALLOC_MMAP_MAX_=0,
+MALLOC_TRIM_THRESHOLD_=...) a fresh 256 MB tensor per call would time page faults.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import time
+from pathlib import Path
+
+import torch
+
+from brrr_compiler.cost.device import MIB, DeviceSpec, generic_cpu, save_device_spec
+
+QUANTILE = 0.2
+
+
+def _per_call(fn, args=(), calls: int = 10, rounds: int = 7, budget_s: float = 2.0,
+              clock=time.perf_counter) -> float:
+    """Low-quantile seconds per call of fn(*args), over `rounds` batches of `calls`."""
+    fn(*args)
+    samples, start = [], time.perf_counter()
+    for _ in range(rounds):
+        t0 = clock()
+        for _ in range(calls):
+            fn(*args)
+        samples.append((clock() - t0) / calls)
+        if time.perf_counter() - start > budget_s and len(samples) >= 3:
+            break
+    samples.sort()
+    return samples[int(QUANTILE * (len(samples) - 1))]
+
+
+def copy_bandwidth(nbytes: int, calls: int, clock=time.perf_counter) -> float:
+    """Bytes/s of dst.copy_(src), counting read + write."""
+    n = nbytes // 4
+    src, dst = torch.ones(n), torch.empty(n)
+    return 2 * n * 4 / _per_call(dst.copy_, (src,), calls=calls, clock=clock)
+
+
+def _compile(fn, **options):
+    from brrr_compiler.backend import brrr_backend
+    return torch.compile(fn, backend=functools.partial(brrr_backend, options=options or None),
+                         dynamic=False)
+
+
+def _chain(step: str, steps: int, result: str = "x"):
+    """def fn(x): x = <step>, `steps` times; return <result> — a fresh code object each
+    time, so Dynamo compiles each chain once (no recompiles of a shared function)."""
+    body = "".join(f"    x = {step}\n" for _ in range(steps))
+    namespace = {"torch": torch}
+    exec(compile(f"def fn(x):\n{body}    return {result}\n",
+                 f"<brrr-calibrate {step} x{steps} {result}>", "exec"), namespace)
+    return namespace["fn"]
+
+
+FMA, EXP, ADD = "x * 1.0001 + 0.5", "torch.exp(-x)", "x + 1.0"
+# functions measured beside exp: their rates differ (libmvec, brrr's own erf)
+FUNCTIONS = {"sin": "torch.sin(x)", "tanh": "torch.tanh(x)", "erf": "torch.erf(x)",
+             "sigmoid": "torch.sigmoid(x)"}
+REDUCTIONS = {"reduce_sum": "x.sum(-1)", "reduce_max": "x.amax(-1)"}
+
+
+def overheads(cache_dir: str, clock=time.perf_counter) -> tuple[float, float]:
+    """(per-kernel, per-call) seconds from one-element graphs of 1 and 9 kernels."""
+    x = torch.ones(1)
+    t1, t9 = (_per_call(_compile(_chain(ADD, k), fusion="none", cache_dir=cache_dir), (x,),
+                        calls=200, clock=clock) for k in (1, 9))
+    per_kernel = max((t9 - t1) / 8, 0.0)
+    return per_kernel, max(t1 - per_kernel, 0.0)
+
+
+def chain_rate(step: str, steps: tuple[int, int], dtype, cache_dir: str, numel: int = 1 << 18,
+               clock=time.perf_counter) -> float:
+    """Steps x elements per second of brrr kernels running `step` `steps` times: the slope
+    between two chain lengths, so call overhead and memory traffic cancel out."""
+    x = torch.rand(numel, dtype=dtype)
+    t = [_per_call(_compile(_chain(step, k), cache_dir=cache_dir), (x,), calls=20, clock=clock)
+         for k in steps]
+    return (steps[1] - steps[0]) * numel / max(t[1] - t[0], 1e-12)
+
+
+def cache_bandwidth(cache_dir: str, clock=time.perf_counter) -> float:
+    """Bytes/s (read + write) of a brrr kernel x + 1 on cache-resident data: the slope
+    between 256K and 1M floats, so the call overhead cancels out."""
+    fn = _compile(_chain(ADD, 1), cache_dir=cache_dir)
+    sizes = (1 << 18, 1 << 20)
+    t = [_per_call(fn, (torch.rand(n),), calls=50, clock=clock) for n in sizes]
+    return 8 * (sizes[1] - sizes[0]) / max(t[1] - t[0], 1e-12)
+
+
+def scalar_transcendental_rate(cache_dir: str, clock=time.perf_counter) -> float:
+    """sin evaluations per second inside a row max (a loop gcc does not vectorize): the
+    slope between 1 and 4 sins per element over 256 cache-resident rows of 1024."""
+    x = torch.rand(256, 1024)
+    t = [_per_call(_compile(_chain("torch.sin(x)", k, "x.amax(-1)"), cache_dir=cache_dir),
+                   (x,), calls=10, clock=clock) for k in (1, 4)]
+    return 3 * x.numel() / max(t[1] - t[0], 1e-12)
+
+
+def reduce_rate(expr: str, cache_dir: str, clock=time.perf_counter) -> float:
+    """Elements per second a brrr row reduction folds (cache-resident rows of 1024): the
+    slope between 256 and 1024 rows."""
+    fn = _chain(expr, 1)
+    t = [_per_call(_compile(fn, cache_dir=cache_dir), (torch.rand(rows, 1024),), calls=20,
+                   clock=clock) for rows in (256, 1024)]
+    return (1024 - 256) * 1024 / max(t[1] - t[0], 1e-12)
+
+
+def _cache_sizes() -> tuple[int, int]:
+    """(L2 per core, last-level cache) bytes from sysfs; 1 MiB and 32 MiB if unknown."""
+    sizes = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        mult = {"K": 1 << 10, "M": MIB, "G": 1 << 30}.get(text[-1], 1)
+        sizes[level] = int(text.rstrip("KMG")) * mult
+    return sizes.get(2, MIB), sizes.get(max(sizes) if sizes else 3, 32 * MIB)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def measure(cache_dir: str, log=print, clock=time.perf_counter) -> DeviceSpec:
+    """Run the micro-benchmarks and return this machine's DeviceSpec (not saved).
+
+    `clock` times them: wall time by default; time.process_time (CPU time) measures a
+    single-threaded configuration on a machine other jobs share, since time spent
+    preempted does not count."""
+    from brrr_compiler.codegen.cpp import PARALLEL_MIN_NUMEL
+    started, threads = time.perf_counter(), torch.get_num_threads()
+    generic, doubtful = generic_cpu(threads), []
+
+    def sane(name: str, run, default: float) -> float:
+        """run() until it lands within 30x of the generic CPU's number (3 tries): a busy
+        machine makes a slope negative or a copy crawl; else keep the generic number."""
+        for _ in range(3):
+            value = run()
+            if default / 30 <= value <= default * 30:
+                return value
+        log(f"  {name}: measured {value:.3g}, implausible (a busy machine?); "
+            f"the generic {default:.3g} stands in")
+        doubtful.append(name)
+        return default
+
+    l2, llc = _cache_sizes()
+    dram = sane("streaming bandwidth", lambda: copy_bandwidth(256 * MIB, 1, clock),
+                generic.dram_bandwidth)
+    log(f"  streaming bandwidth   {dram / 1e9:8.1f} GB/s  (copy of 256 MB, read + write)")
+    cache = sane("cache bandwidth", lambda: cache_bandwidth(cache_dir, clock),
+                 generic.cache_bandwidth)
+    log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 1 to 4 MB)")
+    per_kernel, per_call = overheads(cache_dir, clock)
+    log(f"  overhead              {per_kernel * 1e6:8.2f} us per kernel, "
+        f"{per_call * 1e6:.2f} us per graph call")
+    flops = {}
+    for dtype in (torch.float32, torch.float64):
+        key = str(dtype)[6:]
+        flops[key] = sane(f"{key} flop rate", lambda: 2 * chain_rate(
+            FMA, (8, 40), dtype, cache_dir, clock=clock), generic.flops[key])
+    flops["float16"] = flops["bfloat16"] = flops["float32"]     # computed in float32
+    log(f"  flop rate             {flops['float32'] / 1e9:8.1f} GFLOP/s float32, "
+        f"{flops['float64'] / 1e9:.1f} float64  (x * a + b chains)")
+    per_step = sane("exp rate", lambda: chain_rate(EXP, (1, 4), torch.float32, cache_dir,
+                                                   clock=clock), generic.transcendentals)
+    trans = 1 / max(1 / per_step - 1 / flops["float32"], 1 / (2 * per_step))   # less the neg
+    log(f"  transcendental rate   {trans / 1e9:8.2f} G/s  (exp chains)")
+    functions = {"exp": trans}
+    for name, step in FUNCTIONS.items():
+        functions[name] = sane(name, lambda: chain_rate(step, (1, 4), torch.float32, cache_dir,
+                                                        clock=clock), trans)
+    for name, expr in REDUCTIONS.items():
+        functions[name] = sane(name, lambda: reduce_rate(expr, cache_dir, clock),
+                               generic.functions.get(name, flops["float32"]))
+    functions["reduce_min"] = functions["reduce_max"]           # the same loop
+    functions["scalar_transcendental"] = sane(
+        "scalar transcendental", lambda: scalar_transcendental_rate(cache_dir, clock),
+        generic.functions["scalar_transcendental"])
+    log("  functions             " + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in functions.items())
+        + " G/s")
+    date = datetime.date.today().isoformat()
+    source = f"calibrated {date} ({threads} threads)"
+    if doubtful:
+        source += "; generic numbers for " + ", ".join(doubtful)
+    spec = DeviceSpec(
+        name=_cpu_name(), kind="cpu", threads=threads, flops=flops, transcendentals=trans,
+        functions=functions,
+        dram_bandwidth=dram, cache_bandwidth=cache, l2_bytes=l2, llc_bytes=llc,
+        kernel_overhead_s=per_kernel, call_overhead_s=per_call,
+        parallel_min_elements=PARALLEL_MIN_NUMEL, overlap=1.0, source=source)
+    log(f"  done in {time.perf_counter() - started:.1f} s")
+    return spec
+
+
+def calibrate(cache_dir: str | None = None, save: bool = True, log=print) -> DeviceSpec:
+    """Measure this machine (about 20-60 s) and save it as <cache_dir>/device.json, which
+    later compiles load; returns the DeviceSpec."""
+    from brrr_compiler.config import build_config
+    cache_dir = cache_dir or build_config().cache_dir
+    spec = measure(cache_dir, log)
+    if save:
+        path = save_device_spec(spec, cache_dir)
+        log(f"  saved {path}")
+    return spec
+

@@ -1,0 +1,66 @@
+"""DeviceSpec: JSON in the cache dir, defaults, presets, and `brrr calibrate`."""
+import pytest
+import torch
+
+from brrr_compiler.cli import build_parser
+from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
+                                load_device_spec, resolve_device, save_device_spec)
+from brrr_compiler.cost.calibrate import _cache_sizes, copy_bandwidth
+
+
+def test_json_round_trip_in_the_cache_dir(tmp_path):
+    spec = generic_cpu(threads=3).replace(name="mine", source="calibrated today")
+    path = save_device_spec(spec, str(tmp_path))
+    assert path == str(tmp_path / "device.json")
+    assert load_device_spec(path) == spec
+    assert current_device_spec(str(tmp_path)) == spec
+
+
+def test_without_calibration_the_generic_cpu_applies(tmp_path):
+    spec = current_device_spec(str(tmp_path))
+    assert spec.name == "generic-cpu" and spec.threads == torch.get_num_threads()
+
+
+def test_unreadable_calibration_warns_and_falls_back(tmp_path):
+    (tmp_path / "device.json").write_text('{"name": "x", "bogus_field": 1}')
+    with pytest.warns(RuntimeWarning, match="ignoring unreadable calibration"):
+        assert current_device_spec(str(tmp_path)).name == "generic-cpu"
+
+
+def test_gpu_presets_from_datasheets():
+    a100, h100, h200 = PRESETS["a100"], PRESETS["h100"], PRESETS["h200"]
+    assert a100.dram_bandwidth == 2.039e12 and h100.dram_bandwidth == 3.35e12
+    assert h200.dram_bandwidth == 4.8e12 and h200.flops == h100.flops
+    for spec in (a100, h100, h200):
+        assert spec.kind == "cuda" and 3e-6 <= spec.kernel_overhead_s <= 5e-6
+        assert spec.flops["float64"] < spec.flops["float32"] <= spec.flops["float16"]
+
+
+def test_resolve_device_option(tmp_path):
+    assert resolve_device("H200", str(tmp_path)) is PRESETS["h200"]
+    assert resolve_device(None, str(tmp_path)).name == "generic-cpu"
+    spec = generic_cpu(threads=1)
+    assert resolve_device(spec, str(tmp_path)) is spec
+    path = save_device_spec(spec, str(tmp_path))
+    assert resolve_device(path, "/nonexistent") == spec
+    with pytest.raises(ValueError, match="h100"):
+        resolve_device("tpu", str(tmp_path))
+
+
+def test_calibrate_subcommand_and_measurements():
+    args = build_parser().parse_args(["calibrate", "--cache-dir", "/tmp/x", "--dry-run"])
+    assert args.command == "calibrate" and args.dry_run and args.cache_dir == "/tmp/x"
+    l2, llc = _cache_sizes()
+    assert 0 < l2 <= llc
+    assert copy_bandwidth(1 << 20, calls=5) > 1e8        # bytes/s of a 1 MB copy
+
+
+@pytest.mark.slow
+def test_calibrate_saves_a_spec_later_compiles_load(tmp_path):
+    import brrr_compiler
+    spec = brrr_compiler.calibrate(str(tmp_path))
+    assert isinstance(spec, DeviceSpec) and spec.source.startswith("calibrated")
+    for value in (spec.dram_bandwidth, spec.cache_bandwidth, spec.transcendentals,
+                  spec.flops["float32"], spec.flops["float64"], spec.kernel_overhead_s):
+        assert value > 0
+    assert current_device_spec(str(tmp_path)) == spec

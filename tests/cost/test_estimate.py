@@ -1,0 +1,136 @@
+"""Estimates against hand-computed numbers on toy and datasheet devices; missing
+information is an error, never a zero."""
+import pytest
+import sympy
+import torch
+
+from brrr_compiler.cost import PRESETS, CostModelError, DeviceSpec, estimate_group, predict
+from brrr_compiler.cost.estimate import hit_fraction
+from brrr_compiler.cost.stats import KernelStats, as_int, itemsize, op_cost
+from brrr_compiler.cost.from_kernel import kernel_stats
+from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, Stmt, loop_symbol
+from tests.helpers import plan_of
+
+# round numbers: 1 GFLOP/s, 0.1 G exp/s, 1 GB/s from memory, nothing in cache
+TOY = DeviceSpec(name="toy", kind="cpu", threads=1, flops={"float32": 1e9, "float64": 0.5e9},
+                 transcendentals=1e8, dram_bandwidth=1e9, cache_bandwidth=1e10,
+                 l2_bytes=1 << 20, llc_bytes=0, kernel_overhead_s=1e-6,
+                 parallel_min_elements=0)
+N = 1000
+
+
+def _x(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+def _only_group(fn, *args):
+    plan = plan_of(fn, *args)
+    assert len(plan.groups) == 1, str(plan)
+    return plan.groups[0]
+
+
+def test_pointwise_chain_is_memory_bound():
+    est = estimate_group(_only_group(lambda x: x * 2 + 1, _x(N, N)), TOY)
+    assert est.flops == 2 * N * N                       # a mul and an add per element
+    assert est.bytes == 8 * N * N                       # 4 MB read, 4 MB written
+    assert est.compute_s == pytest.approx(2e-3)
+    assert est.memory_s == pytest.approx(8e-3)
+    assert est.total_s == pytest.approx(8e-3 + 1e-6)
+    assert est.bound == "memory"
+
+
+def test_transcendental_at_its_own_rate():
+    est = estimate_group(_only_group(lambda x: x.exp() * 3, _x(N, N)), TOY)
+    assert est.compute_s == pytest.approx(N * N / 1e8 + N * N / 1e9)
+    assert est.total_s == pytest.approx(1.1e-2 + 1e-6)
+    assert est.bound == "compute"
+    assert est.flops == N * N * (20 + 1)                # op-table weights: exp 20, mul 1
+
+
+def test_broadcast_operand_counts_its_own_size():
+    g = _only_group(lambda x, b: x + b, _x(N, N), _x(N))
+    est = estimate_group(g, TOY)
+    assert est.bytes == 4 * N * N + 4 * N + 4 * N * N
+
+
+def test_transposed_read_moves_a_cache_line_per_element():
+    est = estimate_group(_only_group(lambda x: x + x.t(), _x(N, N)), TOY)
+    assert est.bytes == 4 * N * N + 64 * N * N + 4 * N * N   # x by rows, by columns, out
+    est = estimate_group(_only_group(lambda x: x[:, ::2] + 1, _x(N, 2 * N)), TOY)
+    assert est.bytes == 8 * N * N + 4 * N * N         # every other float: half a line used
+
+
+def test_float64_uses_its_rate_and_size():
+    est = estimate_group(_only_group(lambda x: x * 2, _x(N, N, dtype=torch.float64)), TOY)
+    assert est.compute_s == pytest.approx(N * N / 0.5e9)
+    assert est.memory_s == pytest.approx(16 * N * N / 1e9)
+
+
+def test_tiny_kernel_is_overhead_bound():
+    est = estimate_group(_only_group(lambda x: x * 2, _x(10)), TOY)
+    assert est.bound == "overhead" and est.total_s == pytest.approx(1e-6 + 80 / 1e9)
+
+
+def test_no_overlap_adds_compute_and_memory():
+    g = _only_group(lambda x: x * 2 + 1, _x(N, N))
+    est = estimate_group(g, TOY.replace(overlap=0.0))
+    assert est.total_s == pytest.approx(2e-3 + 8e-3 + 1e-6)
+
+
+def test_cache_resident_kernel_runs_at_cache_bandwidth():
+    g = _only_group(lambda x: x * 2 + 1, _x(N, N))
+    est = estimate_group(g, TOY.replace(llc_bytes=64 << 20))
+    assert est.memory_s == pytest.approx(8e-3 / 10)
+    assert hit_fraction(8e6, 64 << 20) == 1.0
+    assert hit_fraction(1e12, 64 << 20) == 0.0
+    assert 0 < hit_fraction(100 << 20, 64 << 20) < 1
+
+
+def test_small_kernel_runs_on_one_thread():
+    g = _only_group(lambda x: x.exp(), _x(N, N))
+    two = TOY.replace(threads=2, flops={"float32": 2e9}, transcendentals=2e8)
+    assert estimate_group(g, two).compute_s == pytest.approx(N * N / 2e8)
+    single = estimate_group(g, two.replace(parallel_min_elements=10 * N * N))
+    assert single.compute_s == pytest.approx(N * N / 1e8)
+
+
+def test_softmax_rereads_rows_from_cache():
+    g = _only_group(lambda x: torch.softmax(x, -1), _x(N, N))
+    est = estimate_group(g, TOY)
+    # x read once from memory and once more from cache (a row is 4 kB; the third phase
+    # re-reads exp from the row's scratch), output written
+    assert est.memory_s == pytest.approx(8 * N * N / 1e9 + 1 * 4 * N * N / 1e10)
+
+
+def test_h200_is_h100_with_faster_memory():
+    g = _only_group(lambda x: x * 2 + 1, _x(8192, 8192))      # 512 MB: 10x the L2
+    h100, h200 = estimate_group(g, PRESETS["h100"]), estimate_group(g, PRESETS["h200"])
+    assert h100.compute_s == h200.compute_s
+    assert h100.memory_s / h200.memory_s == pytest.approx(4.8 / 3.35)
+    assert h100.bound == h200.bound == "memory"
+
+
+def test_missing_information_raises():
+    with pytest.raises(CostModelError, match="frobnicate"):
+        op_cost("frobnicate")
+    with pytest.raises(CostModelError, match="element size"):
+        itemsize(None)
+    with pytest.raises(CostModelError, match="hint"):
+        as_int(sympy.Symbol("s0"))
+    stats = KernelStats(points=10, rows=10, flops={"float16": 10.0})
+    with pytest.raises(CostModelError, match="float16"):
+        predict(stats, TOY)
+    with pytest.raises(CostModelError, match="transcendental"):
+        predict(stats, TOY.replace(transcendentals=0.0))
+
+
+def test_unknown_kernel_ir_op_raises():
+    i0 = loop_symbol(0)
+    body = [Stmt("v0", torch.float32, "load", buffer="in0", index=i0),
+            Stmt("v1", torch.float32, "frobnicate", ("v0",)),
+            Stmt(None, torch.float32, "store", ("v1",), "out0", i0)]
+    k = Kernel("k", [], [i0], [sympy.Integer(8)],
+               [Buffer("in0", torch.float32, False, "x"), Buffer("out0", torch.float32, True, "y")],
+               [Phase(False, body)])
+    with pytest.raises(CostModelError, match="frobnicate"):
+        kernel_stats(k)

@@ -1,0 +1,184 @@
+"""The cost policy on small graphs where the right groups are clear, against greedy and
+none; refusals carry reasons; recomputation runs like eager."""
+import pytest
+import torch
+
+from brrr_compiler import ops
+from brrr_compiler.config import build_config
+from brrr_compiler.cost import CostModelError, CostPolicy, generic_cpu
+from brrr_compiler.partition import GreedyPolicy, NoFusionPolicy, policy_from_option
+from tests.helpers import check_against_eager, plan_of
+
+aten = torch.ops.aten
+CPU2 = generic_cpu(threads=2)      # a fixed machine: decisions must not depend on this one
+
+
+def _x(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(len(shape)))
+
+
+def _targets(group) -> list:
+    return [n.target for n in group.nodes if ops.kind_of(n) is not ops.Kind.VIEW]
+
+
+def _cost():
+    return CostPolicy(CPU2)
+
+
+def _check_reasons(plan):
+    for d in plan.decisions:
+        assert d.reason, str(plan)
+        if not d.accepted and not d.reason.startswith(("illegal", "too big")):
+            assert {"unfused_us", "fused_us", "bytes_saved"} <= set(d.metrics), str(d)
+
+
+def chain(x):
+    return ((x * 2 + 1).exp() - x).tanh().relu() * 0.5
+
+
+def test_chain_is_one_kernel():
+    plan = plan_of(chain, _x(256, 128), policy=_cost())
+    assert len(plan.groups) == 1 and len(plan.groups[0].nodes) == 7, str(plan)
+    assert all(d.accepted and d.metrics["fused_us"] < d.metrics["unfused_us"]
+               for d in plan.decisions), str(plan)
+    assert plan.policy == "cost"
+
+
+def expensive_vector(v):
+    return v.sin().exp().erf()
+
+
+def broadcast_blowup(v, y):
+    return expensive_vector(v) * y
+
+
+def test_expensive_producer_is_not_broadcast_into_a_larger_domain():
+    v, y = _x(256), _x(1024, 256)
+    greedy = plan_of(broadcast_blowup, v, y)
+    assert len(greedy.groups) == 1, str(greedy)
+    plan = plan_of(broadcast_blowup, v, y, policy=_cost())
+    assert [_targets(g) for g in plan.groups] == [
+        [aten.sin.default, aten.exp.default, aten.erf.default], [aten.mul.Tensor]], str(plan)
+    refused = [d for d in plan.decisions if not d.accepted]
+    assert refused and "compute +" in refused[0].reason, str(plan)
+    assert refused[0].metrics["fused_us"] > refused[0].metrics["unfused_us"]
+    _check_reasons(plan)
+
+
+def four_consumers(v, y1, y2, y3, y4):
+    p = expensive_vector(v)
+    return p * y1, p + y2, p - y3, p * y4 + 1
+
+
+def test_expensive_producer_feeding_four_consumers_is_materialized():
+    """Four consumers over a larger domain: recomputing the erf(exp(sin)) in each would
+    evaluate it 512 times per element; it is computed once and read back."""
+    args = (_x(256),) + tuple(_x(512, 256) for _ in range(4))
+    plan = plan_of(four_consumers, *args, policy=_cost())
+    first, *consumers = plan.groups
+    assert _targets(first) == [aten.sin.default, aten.exp.default, aten.erf.default], str(plan)
+    assert len(consumers) == 4 and all(aten.erf.default not in _targets(g) for g in consumers)
+    assert all(any(n.target is aten.erf.default for n in g.inputs) for g in consumers), str(plan)
+    (offer,) = [d for d in plan.decisions if d.reason.startswith("recompute")]
+    assert not offer.accepted and "recompute in 4 reader(s)" in offer.reason, str(plan)
+    assert "compute +" in offer.reason and offer.metrics["fused_us"] > offer.metrics["unfused_us"]
+    none = plan_of(four_consumers, *args, policy=NoFusionPolicy())
+    assert len(none.groups) == 3 + 5, str(none)
+    _check_reasons(plan)
+
+
+def test_same_shape_consumers_share_one_kernel():
+    def fn(x, y1, y2, y3, y4):
+        p = x.sin().exp().erf()
+        return p * y1, p + y2, p - y3, p * y4
+    plan = plan_of(fn, *(_x(128, 256) for _ in range(5)), policy=_cost())
+    assert len(plan.groups) == 1, str(plan)
+    assert len(plan.groups[0].outputs) == 4
+
+
+def cheap_four_ways(x):
+    p = x * 2 + 1
+    return p.sum(0), p.amax(0), p.sum(1), p.amax(1)
+
+
+def expensive_four_ways(x):
+    p = x.sin().exp().erf()
+    return p.sum(0), p.amax(0), p.sum(1), p.amax(1)
+
+
+def _stores(plan, target) -> bool:
+    return any(n.target is target for g in plan.groups for n in g.outputs)
+
+
+def test_cheap_producer_is_recomputed_in_each_reduction():
+    """p feeds reductions over dim 0 and over dim 1, which cannot share a kernel: greedy
+    writes p and reads it back (64 MB more traffic, past the cache); recomputing x * 2 + 1
+    in the second kernel is cheaper."""
+    x = _x(2048, 4096)
+    greedy = plan_of(cheap_four_ways, x)
+    assert len(greedy.groups) == 2 and _stores(greedy, aten.add.Tensor), str(greedy)
+    plan = plan_of(cheap_four_ways, x, policy=_cost())
+    assert len(plan.groups) == 2 and not _stores(plan, aten.add.Tensor), str(plan)
+    for g in plan.groups:
+        assert aten.mul.Tensor in _targets(g) and aten.add.Tensor in _targets(g), str(plan)
+        assert len(g.outputs) == 2 and [n.op for n in g.inputs] == ["placeholder"], str(plan)
+    (offer,) = [d for d in plan.decisions if d.reason.startswith("recompute")]
+    assert offer.accepted and offer.metrics["bytes_saved"] == 2048 * 4096 * 4, str(plan)
+    assert plan.aten_nodes() == [], str(plan)
+
+
+def test_expensive_producer_is_materialized_not_recomputed():
+    plan = plan_of(expensive_four_ways, _x(2048, 4096), policy=_cost())
+    assert _stores(plan, aten.erf.default), str(plan)
+    (offer,) = [d for d in plan.decisions if d.reason.startswith("recompute")]
+    assert not offer.accepted and "compute +" in offer.reason, str(plan)
+    _check_reasons(plan)
+
+
+@pytest.mark.parametrize("fn", [cheap_four_ways, expensive_four_ways, four_consumers])
+def test_cost_policy_runs_like_eager(fn):
+    args = (_x(64, 48),) if fn is not four_consumers else \
+        (_x(48),) + tuple(_x(64, 48) for _ in range(4))
+    check_against_eager(fn, *args, options={"fusion": "cost"}, grad=False)
+
+
+def test_training_under_the_cost_policy_matches_eager():
+    x = _x(32, 24).requires_grad_()
+    check_against_eager(lambda x: torch.softmax(x.sin() * 2, -1) * x.sum(0), x,
+                        options={"fusion": "cost"})
+
+
+def test_too_many_inputs_is_refused_with_a_reason():
+    def fn(a, b, c, d, e):
+        return a + b + c + d + e
+    plan = plan_of(fn, *(_x(64, 64) for _ in range(5)),
+                   policy=CostPolicy(CPU2, max_inputs=3))
+    refused = [d for d in plan.decisions if not d.accepted]
+    assert refused and all("max_inputs=3" in d.reason for d in refused), str(plan)
+    assert len(plan.groups) == 2, str(plan)
+
+
+def test_too_many_live_values_is_refused_with_a_reason():
+    def fn(x):
+        a, b, c = x.sin(), x.cos(), x.exp()
+        return a * b * c
+    plan = plan_of(fn, _x(64, 64), policy=CostPolicy(CPU2, max_live=1))
+    refused = [d for d in plan.decisions if not d.accepted]
+    assert refused and all("live at once" in d.reason for d in refused), str(plan)
+
+
+def test_missing_numbers_raise_in_strict_mode_and_fuse_otherwise():
+    no_exp = CPU2.replace(transcendentals=0.0)
+    with pytest.raises(CostModelError, match="transcendental"):
+        plan_of(chain, _x(8, 8), policy=CostPolicy(no_exp, strict=True))
+    plan = plan_of(chain, _x(8, 8), policy=CostPolicy(no_exp))
+    assert len(plan.groups) == 1 and any("no estimate" in d.reason for d in plan.decisions)
+
+
+def test_policy_by_name_and_option():
+    assert isinstance(policy_from_option("cost", CPU2), CostPolicy)
+    assert policy_from_option("cost", CPU2).device is CPU2
+    assert isinstance(policy_from_option("greedy"), GreedyPolicy)
+    assert build_config({"fusion": "cost"}).fusion == "cost"
+    with pytest.raises(ValueError, match="cost"):
+        build_config({"fusion": "bogus"})

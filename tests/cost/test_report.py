@@ -1,0 +1,80 @@
+"""explain, dumps and logs speak the cost model: per kernel predicted time, bound class,
+FLOPs and bytes; every decision with its reason and predictions; Graphviz text."""
+import logging
+
+import torch
+
+import brrr_compiler
+from brrr_compiler.cost import DeviceSpec, save_device_spec
+from tests.cost.test_policy import broadcast_blowup
+
+
+def _inputs():
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(256, generator=gen), torch.randn(512, 256, generator=gen)
+
+
+def test_kernels_carry_predictions_and_decisions_print():
+    report = brrr_compiler.explain(broadcast_blowup, *_inputs(), fusion="cost")
+    (graph,) = report.graphs
+    assert len(graph.kernels) == 2, str(report)
+    for k in graph.kernels:
+        assert k.predicted_s > 0 and k.bound in ("compute", "memory", "overhead")
+        assert k.flops > 0 and k.bytes > 0
+    text = str(report)
+    assert "fusion decisions" in text and graph.decisions
+    for d in graph.decisions:
+        assert str(d) in text
+    refused = [d for d in graph.decisions if not d.accepted]
+    assert refused and "unfused_us=" in str(refused[0]) and "bytes_saved=" in str(refused[0])
+    assert "-bound:" in text.splitlines()[1]
+
+
+def test_to_dot_draws_groups_and_bound_classes():
+    dot = brrr_compiler.explain(broadcast_blowup, *_inputs(), fusion="cost").to_dot()
+    assert dot.startswith("digraph brrr {") and dot.rstrip().endswith("}")
+    assert 'subgraph "cluster_graph' in dot
+    assert "fillcolor=" in dot and "-bound" in dot
+    assert dot.count("->") >= 3                 # inputs -> kernels -> output
+
+
+def test_debug_dump_and_log_carry_the_decision_log(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="brrr"):
+        brrr_compiler.explain(broadcast_blowup, *_inputs(), fusion="cost",
+                              debug_dir=str(tmp_path))
+    (plan_file,) = tmp_path.glob("*/fusion_plan.txt")
+    plan = plan_file.read_text()
+    assert "refuse" in plan and "fused_us=" in plan and "compute +" in plan
+    assert "fusion decisions" in caplog.text and "fused_us=" in caplog.text
+
+
+def test_compiles_load_the_calibration_from_the_cache_dir(tmp_path):
+    spec = DeviceSpec(name="calibrated-toy", kind="cpu", threads=1, flops={"float32": 1e9},
+                      transcendentals=1e8, dram_bandwidth=1e9, cache_bandwidth=1e10,
+                      kernel_overhead_s=1e-6, source="test")
+    save_device_spec(spec, str(tmp_path))
+    report = brrr_compiler.explain(lambda x: x * 2 + 1, torch.randn(1000, 1000),
+                                   fusion="cost", cache_dir=str(tmp_path))
+    (graph,) = report.graphs
+    assert graph.device == "calibrated-toy"
+    assert abs(graph.kernels[0].predicted_s - (8e6 / 1e9 + 1e-6)) < 1e-9
+
+
+def test_device_option_picks_a_preset():
+    report = brrr_compiler.explain(lambda x: x * 2 + 1, torch.randn(64, 64), fusion="cost",
+                                   device="h100")
+    assert report.graphs[0].device == "H100-SXM5-80GB"
+
+
+def test_dynamic_shapes_get_predictions_from_size_hints():
+    import functools
+    from brrr_compiler.backend import brrr_backend
+    sink: list = []
+    fn = torch.compile(lambda x: (x + x.t()).exp().sum(-1), dynamic=True,
+                       backend=functools.partial(brrr_backend, options={"fusion": "cost"},
+                                                 _sink=sink))
+    x = torch.randn(48, 48)
+    torch.testing.assert_close(fn(x), (x + x.t()).exp().sum(-1))
+    (graph,) = sink
+    assert graph.kernels and all(k.predicted_s for k in graph.kernels), str(graph)
+    assert graph.decisions and not any("no estimate" in d.reason for d in graph.decisions)

@@ -1,0 +1,75 @@
+"""The benchmark suites keep working: each suite's --quick mode runs in a subprocess and
+writes its markdown (into pytest's tmp_path, never benchmarks/results/). No timing is
+asserted: speed belongs to the suites' own results.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
+
+
+def _run_quick(script: str, tmp_path, *extra: str) -> str:
+    env = dict(os.environ, BRRR_CACHE_DIR=str(tmp_path / "brrr-cache"),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor-cache"))
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick",
+                           "--results-dir", str(tmp_path / "results"), *extra],
+                          capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize("script, out, headings", [
+    ("bench_kernels.py", "kernels.md", ["## Targets (issue 5)", "## Time per call",
+                                        "## Achieved bandwidth", "stream bandwidth"]),
+    ("bench_models.py", "models.md", ["## Targets (issue 5)", "## Results", "peak MB"]),
+    ("bench_compile.py", "compile.md", ["## Cold and warm first call",
+                                        "## Compile time vs graph size", "linear fit"]),
+])
+def test_quick_mode_writes_its_results(tmp_path, script, out, headings):
+    _run_quick(script, tmp_path)
+    text = (tmp_path / "results" / out).read_text()
+    for heading in headings:
+        assert heading in text
+    assert "MALLOC_MMAP_MAX_=0" in text and ": set for the whole process" in text
+    assert "failed:" not in text and "mismatch" not in text
+
+
+def test_markdown_is_written_without_matplotlib(tmp_path, monkeypatch):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_kernels
+        import plots
+    finally:
+        sys.path.remove(str(BENCH))
+    monkeypatch.setattr(plots, "plt", None)
+    result = {"nbytes": 4096, "times": {"eager": 2e-6, "brrr": 1e-6},
+              "spread": {"eager": 0.0, "brrr": 0.0}, "status": {}}
+    notes = bench_kernels.plot({"case": result}, ["eager", "brrr"], 1e10, tmp_path)
+    assert "matplotlib is not installed" in notes[0]
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_harness_fit_and_cache_size():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import harness
+    finally:
+        sys.path.remove(str(BENCH))
+    (slope, intercept), r2 = harness.polyfit([1, 2, 4, 8], [1.5, 2.0, 3.0, 5.0], 1)
+    assert (slope, intercept, r2) == (pytest.approx(0.5), pytest.approx(1.0), pytest.approx(1.0))
+    assert harness.backend_spec("brrr:none") == ("brrr", {"fusion": "none"})
+    assert harness.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert harness.llc_bytes() >= 0
+
+
+def test_brrr_bench_finds_the_checkout():
+    from brrr_compiler.cli import benchmarks_dir, build_parser
+
+    assert benchmarks_dir() == BENCH
+    args = build_parser().parse_args(["bench", "kernels", "--quick"])
+    assert (args.suite, args.quick) == ("kernels", True)
