@@ -9,6 +9,8 @@ become arrays over the tile. Rows are folded in chunks as in the row schedule.
 """
 from __future__ import annotations
 
+import sympy
+
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter, _init, _update
 from brrr_compiler.kernel_ir import Phase, Stmt
 
@@ -26,8 +28,13 @@ class OuterReductionPrinter(ReductionPrinter):
 
     def _stmt(self, s: Stmt) -> str:
         """One statement, with row-level values read as tile arrays."""
+        index = s.index
+        if index is not None:            # a gathered index is a row-level value too
+            index = sympy.sympify(index).xreplace({
+                v: sympy.Symbol(f"{v.name}[b]", integer=True)
+                for v in sympy.sympify(index).free_symbols if v.name in self.row_level})
         renamed = Stmt(s.out, s.dtype, s.op, tuple(f"{a}[b]" if a in self.row_level else a
-                                                   for a in s.args), s.buffer, s.index, s.value)
+                                                   for a in s.args), s.buffer, index, s.value)
         line = self.stmt_line(renamed, {**self.dtypes, **{f"{a}[b]": self.dtypes[a]
                                                           for a in self.row_level if a in self.dtypes}})
         if s.out in self.row_level:

@@ -165,6 +165,9 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
             item.name = out.name
             item.meta = dict(out.meta)
             env[out] = item
+    # boxed code: forward(self, args) unpacks and clears the list, so each input is
+    # freed at its last use instead of living for the whole call (peak memory)
+    graph.set_codegen(torch.fx.graph._BoxedCodeGen())
     return torch.fx.GraphModule(plan.graph, graph)
 
 
@@ -176,13 +179,12 @@ def _size_arg(graph, env, source):
 
 
 def boxed(gm: torch.fx.GraphModule):
-    """AOTAutograd's boxed calling convention: one list of args, cleared on entry."""
+    """AOTAutograd's boxed calling convention: one list of args, cleared on entry by the
+    runner's own (boxed) code."""
     forward = gm.forward
 
     def run(args):
-        a = list(args)
-        args.clear()
-        return forward(*a)
+        return forward(list(args) if not isinstance(args, list) else args)
 
     run._boxed_call = True
     run.runner = gm

@@ -338,6 +338,17 @@ def test_gather_out_of_range_raises():
     _raises_like_eager(lambda x, i: torch.gather(x * 2, 1, i).sum(-1), x, -idx - 1)
 
 
+def test_gather_feeding_reductions_builds():
+    """A gathered index read per element of a reduction loop, and per column of an
+    outer-dim (tiled) reduction: both once generated C++ that did not compile."""
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(6, 300, generator=gen), torch.randn(64, 300, generator=gen)
+    rows, cols = torch.randint(0, 300, (6, 40), generator=gen), torch.randint(0, 6, (1, 300), generator=gen)
+    check_against_eager(lambda x, i: torch.gather(x * 2, 1, i).sum(-1), x, rows, grad=False)
+    check_against_eager(lambda w, x, i: w.sum(0, keepdim=True) * torch.gather(x * 2, 0, i),
+                        w, x, cols, grad=False)
+
+
 def test_cross_entropy_out_of_range_target_raises():
     x = torch.randn(4, 5)
     _raises_like_eager(lambda x, t: F.cross_entropy(x * 2, t), x, torch.tensor([0, 1, 5, 2]))
