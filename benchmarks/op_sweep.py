@@ -69,7 +69,7 @@ def worker(jobs_path: str, out_path: str, limit, grad: bool) -> None:
         print(f"START {i}", flush=True)
         op, dtype = ops[key], getattr(torch, dtype_name)
         g = grad and h.wants_grad(op, dtype)
-        record = {"op": key, "dtype": dtype_name, "grad": g, "samples": []}
+        record = {"op": key, "dtype": dtype_name, "grad": g, "samples": [], "limit": limit}
         try:
             samples = h.samples(op, dtype, g, limit)
         except Exception as err:  # noqa: BLE001
@@ -242,6 +242,7 @@ def summary(records: list, args, seconds: float | None) -> str:
         live = [s for s in r["samples"] if s["brrr"]["status"] != "skip"]
         sub = dict(r, samples=live)
         note = f" ({r['error'][:60]})" if r.get("error") else ""
+        note += f" (at most {r['limit']} samples, spread)" if r.get("limit") else ""
         lines.append(f"| `{r['op']}` | {r['dtype']} | {'y' if r['grad'] else ''} | {len(live)}"
                      f"{note} | {_cell(_counts(sub, 'brrr'))} | {_cell(_counts(sub, 'aot_eager'))} "
                      f"| {len(_brrr_only(sub))} | {sum(bool(s['brrr'].get('kernels')) for s in live)} |")
