@@ -55,7 +55,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
     target, device = choose_target(cfg, gm)
     machine = resolve_device(cfg.device, cfg.cache_dir, device)     # for the cost model
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
-                     device=device)
+                     device=device, allow_across=(target == "cpp"))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
     kernels, specs = lower_plan(plan, target)
     if target == "triton":

@@ -5,8 +5,10 @@ variables (sizes and strides, broadcasts and views already folded in). For each 
 of its outer domain (`loop_vars`) it runs its phases in order: a scalar phase runs its
 statements once; a loop phase runs them for every point of the reduction domain
 (`reduction_vars`), and its `reduce` statements fold a value into an accumulator whose
-name is visible to later phases. A pointwise kernel is one scalar phase and no
-reduction domain. Statements are SSA, one value each. Several readers walk the same
+name is visible to later phases. A `reduce` in a scalar phase folds a per-row value
+across all rows instead; its result exists only in the kernel's last phase, a `once`
+phase that runs a single time after every row is done (cross-entropy's mean over the
+batch). A pointwise kernel is one scalar phase and no reduction domain. Statements are SSA, one value each. Several readers walk the same
 IR: the C++ printer, the byte/flop counter, and the reference evaluator used in tests.
 """
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Stmt:
 class Phase:
     loop: bool                         # True: runs once per point of the reduction domain
     body: list[Stmt]
+    once: bool = False                 # runs one time, after all rows (never a loop)
 
 
 @dataclass
@@ -101,6 +104,11 @@ class Kernel:
         return any(s.op == "bounded" for s in self.body)
 
     @property
+    def folds_across(self) -> bool:
+        """Does the kernel fold values across rows (and end with a `once` phase)?"""
+        return any(p.once for p in self.phases)
+
+    @property
     def is_reduction(self) -> bool:
         return any(p.loop for p in self.phases)
 
@@ -127,7 +135,7 @@ class Kernel:
         red = ", ".join(f"{v} < {r}" for v, r in zip(self.reduction_vars, self.reduction_ranges))
         lines = [f"kernel {self.name} over [{loops}]" + (f" reducing [{red}]" if red else "")]
         for p in self.phases:
-            lines.append("  loop:" if p.loop else "  scalar:")
+            lines.append("  loop:" if p.loop else "  once:" if p.once else "  scalar:")
             lines += ["    " + format_stmt(s) for s in p.body]
         return "\n".join(lines)
 

@@ -7,6 +7,9 @@ vector lane; chunk results are then folded into the row total. That blocked sche
 float32 sums of millions of elements accurate without a float64 accumulator. max/min
 track NaN in a separate flag (OpenMP's max/min reductions drop NaN; torch propagates it).
 argmax/argmin keep the first extreme and the first NaN, as eager does (scalar loop).
+A fold across rows (a `reduce` in a scalar phase) keeps one partial per thread; after
+all rows the partials are combined in thread order (so results do not depend on
+timing) and the `once` phase runs.
 """
 from __future__ import annotations
 
@@ -190,8 +193,35 @@ class ReductionPrinter:
         for i in reversed(range(len(k.ranges))):
             lines.append(f"{indent}const int64_t {k.loop_vars[i]} = rest % n{i}; rest /= n{i};")
         for p in k.phases:
-            lines += self.loop_phase(p, indent, split) if p.loop else self._body(p.body, indent, False)
+            if not p.once:
+                lines += self.loop_phase(p, indent, split) if p.loop else self._body(p.body, indent, False)
         return lines
+
+    # ---- folds across rows: a partial per thread, combined in thread order at the end ----
+
+    def _across(self) -> list[Stmt]:
+        return [s for p in self.k.phases if not p.loop and not p.once
+                for s in p.body if s.op == "reduce"]
+
+    def _thread_locals(self, across, indent: str) -> list[str]:
+        return [ln for r in across for ln in self._decls(r, indent, "c_", "cn_", "ci_")]
+
+    def _publish(self, across, indent: str, tid: str) -> list[str]:
+        lines = []
+        for r in across:
+            lines.append(f"{indent}sp_{r.out}[{tid}] = c_{r.out};")
+            if r.value in ("max", "min"):
+                lines.append(f"{indent}spn_{r.out}[{tid}] = cn_{r.out};")
+        return lines
+
+    def _once(self, across, indent: str) -> list[str]:
+        """Combine the partials, then run the once phase."""
+        lines = [ln for r in across for ln in self._decls(r, indent, "acc_", "nan_", "ai_")]
+        lines.append(f"{indent}for (int t = 0; t < {self.threads}; ++t) {{")
+        lines += [ln for r in across for ln in self._combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")]
+        lines += [f"{indent}}}"] + [indent + self._finish(r) for r in across]
+        once = [s for p in self.k.phases if p.once for s in p.body]
+        return lines + self._body(once, indent, False)
 
     def _scratch(self, indent: str, what: str) -> list[str]:
         """Allocate (malloc) or release (free) the kernel's scratch rows."""
@@ -205,25 +235,30 @@ class ReductionPrinter:
         return out
 
     def loops(self, num_threads: int, min_numel: int) -> list[str]:
-        self.threads = num_threads
-        k = self.k
+        self.threads = nt = num_threads
+        k, across = self.k, self._across()
         lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
         lines += ["  const int64_t n_outer = " + " * ".join(["(int64_t)1"] + [f"n{i}" for i in range(len(k.ranges))]) + ";",
-                  "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
-                  "  if (n_outer == 0) return;",
-                  f"  if (n_outer < {num_threads} && n_red >= {SPLIT_MIN_RED} && {num_threads} > 1) {{"]
-        lines += self._scratch("    ", "malloc") + ["    for (int64_t w = 0; w < n_outer; ++w) {"]
-        lines += self._row("      ", True)
-        lines += ["    }"] + self._scratch("    ", "free") + ["    return;", "  }"]
+                  "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";"]
+        lines += [ln for r in across for ln in self._partials(r, "  ", nt)]
+        lines += [f"  if (n_outer > 0 && n_outer < {nt} && n_red >= {SPLIT_MIN_RED} && {nt} > 1) {{"]
+        lines += self._scratch("    ", "malloc") + self._thread_locals(across, "    ")
+        lines += ["    for (int64_t w = 0; w < n_outer; ++w) {"] + self._row("      ", True) + ["    }"]
+        lines += self._publish(across, "    ", "0") + self._scratch("    ", "free")
+        lines += ["  } else if (n_outer > 0) {"] + self._parallel_rows(across, min_numel) + ["  }"]
+        return lines + (self._once(across, "  ") if across else [])
+
+    def _parallel_rows(self, across, min_numel: int) -> list[str]:
+        """Rows spread over the threads; each thread owns its scratch rows and partials."""
         cond = f"if (n_outer * n_red >= {min_numel} && n_outer > 1)"
-        if k.scratch:       # one scratch row per thread, allocated once per call
-            lines += [f"  #pragma omp parallel num_threads({num_threads}) {cond}", "  {"]
-            lines += self._scratch("    ", "malloc")
-            lines += ["    #pragma omp for schedule(static)"]
-        else:
-            lines += [f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) {cond}"]
-        lines += ["  for (int64_t w = 0; w < n_outer; ++w) {"] + self._row("    ", False) + ["  }"]
-        if k.scratch:
-            lines += self._scratch("    ", "free") + ["  }"]
-        return lines
+        row = ["for (int64_t w = 0; w < n_outer; ++w) {"]
+        if not (self.k.scratch or across):
+            return ([f"    #pragma omp parallel for num_threads({self.threads}) schedule(static) {cond}",
+                     "    " + row[0]] + self._row("      ", False) + ["    }"])
+        lines = [f"    #pragma omp parallel num_threads({self.threads}) {cond}", "    {"]
+        lines += self._scratch("      ", "malloc") + self._thread_locals(across, "      ")
+        lines += ["      #pragma omp for schedule(static)", "      " + row[0]]
+        lines += self._row("        ", False) + ["      }"]
+        lines += self._publish(across, "      ", "omp_get_thread_num()")
+        return lines + self._scratch("      ", "free") + ["    }"]

@@ -139,7 +139,8 @@ def estimate_kernel(kernel, device: DeviceSpec, hints: dict | None = None) -> Es
 def estimate_group(group, device: DeviceSpec) -> Estimate:
     """A partition Group (nodes, outputs, inputs, domain, reduced_dims), not lowered."""
     return predict(group_stats(group.nodes, group.outputs, group.inputs, group.domain,
-                               group.reduced_dims, scratch=device.kind == "cpu"), device)
+                               group.reduced_dims, scratch=device.kind == "cpu",
+                               across=group.across), device)
 
 
 def kernel_report_fields(kernel, group, device: DeviceSpec | None) -> dict:

@@ -17,6 +17,8 @@ lower/group.py evaluates it, using only FakeTensor metadata and the op table:
     target) or the C++ printer tiles columns (a reduction over an outer dim); and
     x / d with a row-level d costs one reciprocal per row and a multiply per point;
     a loop phase folding a max/min/argmax/argmin (row schedule) runs unvectorized.
+  - A fold across rows (partition/domains.py) costs one update per row; what depends
+    on it is computed once.
   - Bytes: each input once over what the group touches of it, except that a pointwise
     kernel reading it with a stride s along its innermost loop (x.t()) moves
     min(64, s * itemsize) bytes per element read that way.
@@ -27,6 +29,7 @@ import torch
 
 from brrr_compiler import ops
 from brrr_compiler.cost.from_kernel import LINE
+from brrr_compiler.partition.domains import after_rows
 from brrr_compiler.cost.stats import (SCALAR_FOLDS, CostModelError, KernelStats, as_int,
                                       itemsize, prod, size_hints)
 from brrr_compiler.reduction_spec import reduction_spec
@@ -57,6 +60,7 @@ class _GroupWalk:
         self.rows = prod(s for d, s in enumerate(domain) if d not in dims)
         self.dropped = tuple(s for d, s in enumerate(domain) if d not in dims)
         self.stats = KernelStats(points=self.rows * self.red, rows=self.rows)
+        self.final: set = set()         # members computed once, after a fold across rows
         self.seen: set = set()
         self.loads: dict = {}          # input node -> set of phases (None: row-level)
         self.level: dict = {}
@@ -124,7 +128,7 @@ class _GroupWalk:
             self.stats.add_op("mul", dtype, self.stats.points)
             self.stats.add_op("reciprocal", dtype, self.rows)
             return
-        count = self.stats.points if full else self.rows
+        count = self.stats.points if full else 1 if node in self.final else self.rows
         cost = ops.node_cost(node)
         if cost >= ops.TRANSCENDENTAL:           # lowered to one scalar op of that name
             self.stats.add_op(info.scalar, dtype, count, scalar=scalar)
@@ -159,6 +163,15 @@ class _GroupWalk:
         if spec.kind == "mean":                  # the lowering divides once per row
             self.stats.add_op("truediv", dtype, self.rows)
         self.visit(spec.input, True, phase)
+
+    def fold_across(self, node) -> None:
+        """A fold across rows: one update per row, finished once after all rows."""
+        spec = reduction_spec(node)
+        dtype = _compute_dtype(_val(node).dtype)
+        self.stats.add_op("sum" if spec.kind == "mean" else spec.kind, dtype, self.rows, reduce=True)
+        if spec.kind == "mean":
+            self.stats.add_op("truediv", dtype, 1)
+        self.visit(spec.input, False, None)
 
     def reads(self, node) -> list:
         """(elements, innermost-loop stride, layout) of each way the group reads `node`:
@@ -207,18 +220,20 @@ class _GroupWalk:
             self.inner = sorted(dims, key=lambda d: -st[d])[-1]
 
 
-def group_stats(nodes, outputs, inputs, domain, reduced_dims=(), scratch: bool = True) -> KernelStats:
+def group_stats(nodes, outputs, inputs, domain, reduced_dims=(), scratch: bool = True,
+                across=()) -> KernelStats:
     """What the kernel for this group will compute and move (see the note above);
     `nodes` in topological order, as a Group has them; `scratch`: lowered with
-    use_scratch (the C++ target)."""
+    use_scratch (the C++ target); `across`: its folds across rows."""
     members = set(nodes)
     hints = size_hints(_val(n) for n in list(members) + list(inputs) if "val" in n.meta)
     walk = _GroupWalk(members, [as_int(s, hints) for s in domain], tuple(reduced_dims), hints)
-    reductions = [n for n in nodes if reduction_spec(n) is not None]
+    walk.final = after_rows(members, across)
+    reductions = [n for n in nodes if reduction_spec(n) is not None and n not in walk.final]
     columns = walk.columns = walk.column_schedule(inputs, reductions)
     walk.use_scratch = scratch and not columns
     walk.set_inner(outputs)
-    walk.set_levels(nodes)
+    walk.set_levels([n for n in nodes if n not in walk.final])
     walk.scalar_phases = set() if columns else {
         walk.level[r] - 1 for r in reductions if reduction_spec(r).kind in SCALAR_FOLDS}
     depth = max(walk.level.values(), default=0)
@@ -229,6 +244,8 @@ def group_stats(nodes, outputs, inputs, domain, reduced_dims=(), scratch: bool =
         for o in outputs:
             if walk.is_full(o) and walk.level[o] == j:
                 walk.visit(o, True, j)
+    for r in across:
+        walk.fold_across(r)
     for o in outputs:
         if not walk.is_full(o):
             walk.visit(o, False, None)

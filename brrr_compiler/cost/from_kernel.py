@@ -87,7 +87,7 @@ def kernel_stats(kernel: Kernel, hints: dict | None = None) -> KernelStats:
     stats = KernelStats(points=rows * red, rows=rows)
     columns = column_schedule(kernel, hints)
     for phase in kernel.phases:
-        count = rows * red if phase.loop else rows
+        count = rows * red if phase.loop else 1 if phase.once else rows
         scalar = phase.loop and not columns and any(
             s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
         for s in phase.body:

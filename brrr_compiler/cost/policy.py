@@ -18,7 +18,7 @@ from brrr_compiler.cost.device import DeviceSpec, generic_cpu
 from brrr_compiler.cost.estimate import Estimate, predict
 from brrr_compiler.cost.from_group import group_stats
 from brrr_compiler.cost.stats import CostModelError
-from brrr_compiler.partition import legality
+from brrr_compiler.partition import domains, legality
 from brrr_compiler.partition.policy import MergeCandidate, Verdict
 
 MAX_INPUTS = 32     # input buffers of one kernel: each is a stream for the prefetchers
@@ -75,13 +75,14 @@ class CostPolicy:
             outputs = legality.stored_nodes(members, graph_outputs)
         if not outputs:
             return None
-        domain = legality.reduction_domain(members)
+        domain, across = domains.split_domain(members)
         if isinstance(domain, str):
             raise CostModelError(domain)
         if domain is None:
             domain = (legality.shape_of(outputs[0]), ())
         stats = group_stats(_topo(members), outputs, legality.external_inputs(members), *domain,
-                            scratch=self.device.kind == "cpu")     # the C++ target keeps rows
+                            scratch=self.device.kind == "cpu",     # the C++ target keeps rows
+                            across=across)
         return predict(stats, self.device)
 
     def decide(self, c: MergeCandidate) -> Verdict:

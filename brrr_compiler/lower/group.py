@@ -13,7 +13,9 @@ scalar phase k (after it) computes per-row values of level k+1 (mean = sum / n,
 rstd = rsqrt(var + eps)) that the next loop phase reads. Values computed inside a loop
 phase are recomputed in later loop phases rather than kept (they are per element) —
 except, with `use_scratch` (the C++ row schedule), expensive ones (an exp) that go to a
-per-row scratch array and are re-read (softmax computes each exp once).
+per-row scratch array and are re-read (softmax computes each exp once). A fold across
+rows (partition/domains.py) reads its per-row input in the last scalar phase; what
+depends on it is computed in the kernel's `once` phase after all rows.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from brrr_compiler.lower import indexing
 from brrr_compiler.lower.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
 from brrr_compiler.lower.scalar_rules import Body, Namer, V, lower_node, normalized, opmath
+from brrr_compiler.partition.domains import after_rows
 from brrr_compiler.reduction_spec import reduction_spec
 from brrr_compiler.symbolic import free_size_symbols
 
@@ -43,9 +46,12 @@ def describe_node(node: torch.fx.Node) -> str:
     return f"{node.name} = {target}({', '.join(args)})"
 
 
-def _levels(group) -> dict:
-    members, level = set(group.nodes), {}
+def _levels(group, final: set) -> dict:
+    """Per row-level node: the number of reductions on its longest path in the group."""
+    members, level = set(group.nodes) - final, {}
     for n in group.nodes:
+        if n in final:
+            continue
         deps = [level[a] for a in n.all_input_nodes if a in members]
         level[n] = max(deps, default=0) + (1 if reduction_spec(n) is not None else 0)
     return level
@@ -55,12 +61,16 @@ class _GroupLowering:
     def __init__(self, group, red_vars, red_ranges=()):
         self.members = set(group.nodes)
         self.red_var_list, self.red_ranges = list(red_vars), list(red_ranges)
-        self.level = _levels(group)
+        self.final = after_rows(self.members, group.across)   # computed once, after all rows
+        self.level = _levels(group, self.final)
         self.red_vars = set(red_vars)
         self.namer = Namer()
         depth = max(self.level.values(), default=0)
         self.phases = [Phase(False, [])] + [Phase(i % 2 == 0, []) for i in range(2 * depth + 2)]
         self.bodies = [Body(self.namer, p.body) for p in self.phases]
+        self.once = Phase(False, [], once=True)
+        self.once_body = Body(self.namer, self.once.body)
+        self.in_once = False                  # evaluating what the once phase computes
         self.buffers: dict[torch.fx.Node, Buffer] = {}
         self.memo: dict = {}
         self.acc: dict = {}
@@ -96,6 +106,8 @@ class _GroupLowering:
 
     def target(self, node, idx) -> tuple:
         """(body to emit into, memo scope) for evaluating `node` at `idx`."""
+        if self.in_once:
+            return self.once_body, ("once",)
         if self._is_full(idx):
             return self.loop_body(self.cur_loop), ("loop", self.cur_loop)
         return self.scalar_body(self._level_at(node, idx)), ("scalar",)
@@ -253,8 +265,9 @@ def lower_group(group, name: str, use_scratch: bool = False) -> Kernel:
         low.buffer(out, is_output=True)
     _emit_phases(low, group, full_idx, domain, dims)
     buffers = sorted(low.buffers.values(), key=lambda b: (b.is_output, int(b.name.lstrip("inout"))))
+    phases = [p for p in low.phases + [low.once] if p.body]
     kernel = Kernel(name, [describe_node(n) for n in group.nodes], loop_vars,
-                    [domain[d] for d in outer], buffers, [p for p in low.phases if p.body],
+                    [domain[d] for d in outer], buffers, phases,
                     reduction_vars=red_vars, reduction_ranges=[domain[d] for d in dims],
                     scratch=list(low.scratch.values()))
     exprs = list(domain) + [s.index for s in kernel.body if s.index is not None]
@@ -282,9 +295,21 @@ def _outer_strides(group, domain, dims):
 
 
 def _emit_phases(low: _GroupLowering, group, full_idx, domain, dims) -> None:
-    depth = max(low.level.values(), default=0)
-    reductions = [n for n in group.nodes if reduction_spec(n) is not None]
+    _emit_rows(low, group, full_idx, domain, dims)
+    for r in group.across:       # folded after the row's phases, finished once at the end
+        low.reducer.fold(r, _store_index(reduction_spec(r).input, full_idx, dims), low.bodies[-1])
+    low.in_once = True
     for out in group.outputs:
+        if out in low.final:
+            low.store(out, tuple(sympy.Integer(0) for _ in indexing.shape(out.meta["val"])))
+    low.in_once = False
+
+
+def _emit_rows(low: _GroupLowering, group, full_idx, domain, dims) -> None:
+    depth = max(low.level.values(), default=0)
+    reductions = [n for n in group.nodes if reduction_spec(n) is not None and n not in low.final]
+    outputs = [out for out in group.outputs if out not in low.final]
+    for out in outputs:
         if _is_reduced_output(out, domain, dims) and low.level[out] == 0:
             low.store(out, _store_index(out, full_idx, dims))
     for k in range(depth + 1):
@@ -292,10 +317,10 @@ def _emit_phases(low: _GroupLowering, group, full_idx, domain, dims) -> None:
         for r in reductions:
             if low.level[r] == k + 1:
                 low.reducer.fold(r, full_idx)
-        for out in group.outputs:
+        for out in outputs:
             if not _is_reduced_output(out, domain, dims) and low.level[out] == k:
                 low.store(out, _store_index(out, full_idx, dims))
         low.cur_loop = None
-        for out in group.outputs:
+        for out in outputs:
             if _is_reduced_output(out, domain, dims) and low.level[out] == k + (1 if dims else 0):
                 low.store(out, _store_index(out, full_idx, dims))

@@ -13,7 +13,7 @@ import dataclasses
 
 import sympy
 
-from brrr_compiler.kernel_ir import Kernel, Phase, Stmt, loop_symbol, reduction_symbol
+from brrr_compiler.kernel_ir import Kernel, Stmt, loop_symbol, reduction_symbol
 
 
 def linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars) -> sympy.Expr | None:
@@ -30,7 +30,7 @@ def _substitute(kernel: Kernel, mapping: dict, **changes) -> Kernel:
         if s.index is None:
             return s
         return dataclasses.replace(s, index=sympy.expand(s.index.xreplace(mapping)))
-    phases = [Phase(p.loop, [sub(s) for s in p.body]) for p in kernel.phases]
+    phases = [dataclasses.replace(p, body=[sub(s) for s in p.body]) for p in kernel.phases]
     return dataclasses.replace(kernel, phases=phases, **changes)
 
 

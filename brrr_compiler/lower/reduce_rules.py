@@ -35,10 +35,12 @@ class ReductionEmitter:
     def __init__(self, lowering):
         self.low = lowering
 
-    def fold(self, node, full_idx: tuple) -> None:
-        """Emit the reduce statement for `node` in the current loop phase."""
+    def fold(self, node, full_idx: tuple, body: Body | None = None) -> None:
+        """Emit the reduce statement for `node`, reading its input at `full_idx`, in
+        `body`: the current loop phase, or a row's last scalar phase for a fold across
+        rows."""
         spec = reduction_spec(node)
-        body: Body = self.low.loop_body(self.low.cur_loop)
+        body = body or self.low.loop_body(self.low.cur_loop)
         dt = _acc_dtype(spec.kind, node)
         x = body.cast(self.low.value(spec.input, full_idx), dt)
         args = (x,)

@@ -4,7 +4,8 @@ Legality never asks the cost model; the policy decides only among legal merges.
 A merge of two groups is legal when
   1. no path leaves the pair and comes back (it would make a cycle between kernels),
   2. every node whose value leaves the merged group has the same shape (the kernel's
-     iteration domain: each stored value is written once per domain point),
+     iteration domain: each stored value is written once per domain point), or the
+     shape of a row's reduced value, or (after a fold across rows) one element,
   3. the kernel's buffer arguments stay within the configured limit.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch.fx
 
 from brrr_compiler import ops, symbolic
 from brrr_compiler.ops import Kind
+from brrr_compiler.partition import domains
 from brrr_compiler.reduction_spec import reduction_spec
 
 aten = torch.ops.aten
@@ -132,40 +134,20 @@ def external_inputs(members: set) -> list:
 
 
 def reduction_domain(members) -> tuple | str | None:
-    """(full shape, reduced dims) shared by the group's reductions; None if it has none;
-    a reason string if they disagree."""
-    specs = [reduction_spec(n) for n in members if ops.kind_of(n) is Kind.REDUCTION]
-    domains = {(s.full_shape(), s.dims) for s in specs if s is not None}
-    if len(domains) > 1:
-        return "illegal: reductions over different domains " + str(sorted(map(str, domains)))
-    return next(iter(domains)) if domains else None
+    """(full shape, reduced dims) of the group's rows; None if it has no reductions; a
+    reason string if they disagree (folds across rows aside: see domains.py)."""
+    return domains.split_domain(members)[0]
 
 
-def _shape_problem(members, stored) -> str | None:
-    domain = reduction_domain(members)
-    if isinstance(domain, str):
-        return domain
-    shapes = {shape_of(n) for n in stored}
-    if domain is None:
-        if len(shapes) > 1:
-            return f"illegal: stored values have different shapes {sorted(map(str, shapes))}"
-        return None
-    full, dims = domain
-    kept = tuple(1 if d in dims else s for d, s in enumerate(full))
-    dropped = tuple(s for d, s in enumerate(full) if d not in dims)
-    bad = shapes - {full, kept, dropped}
-    if bad:
-        return f"illegal: stored shapes {sorted(map(str, bad))} are neither {full} nor reduced"
-    return None
-
-
-def check_merge(a: set, b: set, order: dict, graph_outputs: set, max_args: int) -> str | None:
-    """None if merging groups `a` and `b` is legal, else the reason it is not."""
+def check_merge(a: set, b: set, order: dict, graph_outputs: set, max_args: int,
+                allow_across: bool = True) -> str | None:
+    """None if merging groups `a` and `b` is legal, else the reason it is not
+    (`allow_across`: the target's printer folds reductions across rows)."""
     merged = a | b
     if creates_cycle(a, b, order):
         return "illegal: a path through another kernel connects them (cycle)"
     stored = stored_nodes(merged, graph_outputs)
-    problem = _shape_problem(merged, stored)
+    problem = domains.shape_problem(merged, stored, allow_across)
     if problem:
         return problem
     if not stored:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch.fx
 
 from brrr_compiler import ops
-from brrr_compiler.partition import legality
+from brrr_compiler.partition import domains, legality
 from brrr_compiler.partition.plan import Decision, FusionPlan, Group
 from brrr_compiler.partition.policy import FusionPolicy, MergeCandidate
 
@@ -50,8 +50,9 @@ def _describe(members) -> str:
 class _Walk:
     """State of one partitioning walk over a graph."""
 
-    def __init__(self, gm, policy: FusionPolicy, max_args: int, device):
+    def __init__(self, gm, policy: FusionPolicy, max_args: int, device, allow_across: bool):
         self.policy, self.max_args, self.graph = policy, max_args, gm.graph
+        self.allow_across = allow_across
         self.order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self.graph_outputs = _graph_outputs(gm)
         self.fusible = {n for n in gm.graph.nodes if legality.fusible(n, device)}
@@ -77,7 +78,8 @@ class _Walk:
             self.try_merge(self.group_of[producer], self.group_of[node] | set(views))
 
     def try_merge(self, a: set, b: set) -> bool:
-        reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args)
+        reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args,
+                                      self.allow_across)
         if reason is not None:
             self.decisions.append(Decision(_describe(a), _describe(b), False, reason))
             return False
@@ -175,19 +177,37 @@ class _Walk:
         return list({id(s): s for s in self.group_of.values()}.values())
 
     def horizontal(self) -> None:
-        """Merge sibling reduction groups over the same domain that read a common input
-        (layer_norm backward's weight and bias gradients): one pass over the data."""
+        """Merge sibling groups that read a common input into a reduction group over the
+        same domain — another reduction (layer_norm backward's weight and bias gradients)
+        or a pointwise group of the domain's full shape (cross-entropy's one-hot mask that
+        training saves): one pass over the data, one kernel fewer."""
         unique = self.unique_groups()
         reducing = [(s, legality.reduction_domain(s)) for s in unique]
         reducing = [(s, d) for s, d in reducing if d is not None and not isinstance(d, str)]
         for i, (a, da) in enumerate(reducing):
-            for b, db in reducing[i + 1:]:
+            siblings = [b for b, db in reducing[i + 1:] if db == da]
+            siblings += [b for b in unique if self._pointwise_over(b, da[0])]
+            for b in siblings:
                 a_now, b_now = self.group_of[next(iter(a))], self.group_of[next(iter(b))]
-                if a_now is b_now or da != db:
+                if a_now is b_now:
                     continue
-                shared = set(legality.external_inputs(a_now)) & set(legality.external_inputs(b_now))
-                if shared:
+                if self._read_roots(a_now) & self._read_roots(b_now):
                     self.try_merge(a_now, b_now)
+
+    @staticmethod
+    def _read_roots(members: set) -> set:
+        """The inputs a group reads, seen through the views computed outside it."""
+        roots = set()
+        for n in legality.external_inputs(members):
+            while legality.is_view(n) and isinstance(n.args[0], torch.fx.Node):
+                n = n.args[0]
+            roots.add(n)
+        return roots
+
+    def _pointwise_over(self, members: set, full: tuple) -> bool:
+        stored = legality.stored_nodes(members, self.graph_outputs)
+        return (legality.reduction_domain(members) is None and bool(stored)
+                and all(legality.shape_of(n) == full for n in stored))
 
     def groups(self) -> list[Group]:
         unique = {id(s): s for s in self.group_of.values()}.values()
@@ -200,19 +220,21 @@ class _Walk:
             if not stored:
                 continue
             inputs = sorted(legality.external_inputs(members), key=self.order.__getitem__)
-            domain = legality.reduction_domain(members)
+            domain, across = domains.split_domain(members)
             if domain is None:
                 domain = (legality.shape_of(stored[0]), ())
-            out.append(Group(i, nodes, stored, inputs, *domain))
+            out.append(Group(i, nodes, stored, inputs, *domain,
+                             across=tuple(n for n in nodes if n in across)))
         return out
 
 
 def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48,
-              device=legality.CPU) -> FusionPlan:
+              device=legality.CPU, allow_across: bool = True) -> FusionPlan:
     """Group the nodes of `gm` fusible into kernels on `device` (the target's; see
-    legality.fusible) (`gm` is mutated: shared views are duplicated)."""
+    legality.fusible) (`gm` is mutated: shared views are duplicated). `allow_across`:
+    the target folds reductions across rows (domains.py)."""
     duplicate_shared_views(gm)
-    walk = _Walk(gm, policy, max_args, device)
+    walk = _Walk(gm, policy, max_args, device, allow_across)
     for node in gm.graph.nodes:
         walk.visit(node)
     walk.horizontal()

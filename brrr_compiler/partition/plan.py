@@ -39,6 +39,7 @@ class Group:
     inputs: list[torch.fx.Node]
     domain: tuple                  # the iteration shape (a reduction's full input shape)
     reduced_dims: tuple = ()       # dims of the domain that the group reduces
+    across: tuple = ()             # reductions that fold across rows (domains.py)
 
     @property
     def name(self) -> str:
