@@ -56,6 +56,7 @@ class _Walk:
         self.graph_outputs = _graph_outputs(gm)
         self.fusible = {n for n in gm.graph.nodes if legality.fusible(n, device)}
         self.group_of: dict = {}
+        self.horizon = -1                   # order of the last grouped node
         self.decisions: list[Decision] = []
 
     def producer_chain(self, arg):
@@ -70,6 +71,7 @@ class _Walk:
         if node not in self.fusible or legality.is_view(node):
             return
         self.group_of[node] = {node}
+        self.horizon = max(self.horizon, self.order[node])
         for arg in node.all_input_nodes:
             producer, views = self.producer_chain(arg)
             if producer is None or self.group_of[producer] is self.group_of[node]:
@@ -77,7 +79,8 @@ class _Walk:
             self.try_merge(self.group_of[producer], self.group_of[node] | set(views))
 
     def try_merge(self, a: set, b: set) -> bool:
-        reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args)
+        reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args,
+                                      self.group_of, self.horizon)
         if reason is not None:
             self.decisions.append(Decision(_describe(a), _describe(b), False, reason))
             return False
