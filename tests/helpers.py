@@ -86,16 +86,17 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
     eager_args = [clone_input(a) for a in args]
     brrr_args = [clone_input(a) for a in args]
     expected = fn(*eager_args)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():     # the backward graph compiles in _gradients
         if not allow_fallback:
             warnings.filterwarnings("error", "brrr: .*instead", RuntimeWarning)
         actual = compiled(*brrr_args)
-    _compare(actual, expected, atol, rtol, "output")
-    if grad:
-        params = [p for p in fn.parameters() if p.requires_grad] \
-            if isinstance(fn, torch.nn.Module) else []
-        _compare(_gradients(actual, brrr_args, params), _gradients(expected, eager_args, params),
-                 atol, rtol, "gradient of input or parameter")
+        _compare(actual, expected, atol, rtol, "output")
+        if grad:
+            params = [p for p in fn.parameters() if p.requires_grad] \
+                if isinstance(fn, torch.nn.Module) else []
+            _compare(_gradients(actual, brrr_args, params),
+                     _gradients(expected, eager_args, params),
+                     atol, rtol, "gradient of input or parameter")
     torch._dynamo.reset()
     return sink
 

@@ -3,6 +3,8 @@
 Legality never asks the cost model; the policy decides only among legal merges.
 A merge of two groups is legal when
   1. no path leaves the pair and comes back (it would make a cycle between kernels),
+     whether through ATen nodes or through another kernel's nodes (a kernel runs as
+     one unit: a path entering it at one node may leave it at any other),
   2. every node whose value leaves the merged group has the same shape (the kernel's
      iteration domain: each stored value is written once per domain point), or the
      shape of a row's reduced value, or (after a fold across rows) one element,
@@ -106,20 +108,34 @@ def stored_nodes(members: set, graph_outputs: set) -> list:
     return out
 
 
-def creates_cycle(a: set, b: set, order: dict) -> bool:
-    """True if some path from one group to the other passes through an outside node."""
+def creates_cycle(a: set, b: set, order: dict, group_of: dict, horizon: int) -> bool:
+    """True if some path from one group to the other leaves the pair. A path runs along
+    node edges and through other kernels: a kernel runs all its nodes at once, so a path
+    into any of its members goes on from all of them (`group_of`: node -> its group's
+    members). `horizon`: the order of the last grouped node; past both it and the pair's
+    last node no path can come back (node edges only go forward, and there is no kernel
+    there to jump back through)."""
     both = a | b
-    limit = max(order[n] for n in both)
-    frontier = [u for n in both for u in n.users if u not in both and order[u] < limit]
-    seen = set(frontier)
-    while frontier:
-        n = frontier.pop()
+    limit = max(horizon, max(order[n] for n in both))
+    seen: set = set()
+    frontier: list = []
+
+    def reach(u) -> None:
+        for m in group_of.get(u, (u,)):
+            if m not in seen and m not in both:
+                seen.add(m)
+                frontier.append(m)
+
+    for n in both:
         for u in n.users:
+            if u not in both and order[u] <= limit:
+                reach(u)
+    while frontier:
+        for u in frontier.pop().users:
             if u in both:
                 return True
-            if u not in seen and order[u] < limit:
-                seen.add(u)
-                frontier.append(u)
+            if u not in seen and order[u] <= limit:
+                reach(u)
     return False
 
 
@@ -140,11 +156,12 @@ def reduction_domain(members) -> tuple | str | None:
 
 
 def check_merge(a: set, b: set, order: dict, graph_outputs: set, max_args: int,
-                allow_across: bool = True) -> str | None:
+                group_of: dict, horizon: int, allow_across: bool = True) -> str | None:
     """None if merging groups `a` and `b` is legal, else the reason it is not
-    (`allow_across`: the target's printer folds reductions across rows)."""
+    (`group_of` and `horizon`: the other kernels, see creates_cycle; `allow_across`:
+    the target's printer folds reductions across rows)."""
     merged = a | b
-    if creates_cycle(a, b, order):
+    if creates_cycle(a, b, order, group_of, horizon):
         return "illegal: a path through another kernel connects them (cycle)"
     stored = stored_nodes(merged, graph_outputs)
     problem = domains.shape_problem(merged, stored, allow_across)

@@ -57,6 +57,7 @@ class _Walk:
         self.graph_outputs = _graph_outputs(gm)
         self.fusible = {n for n in gm.graph.nodes if legality.fusible(n, device)}
         self.group_of: dict = {}
+        self.horizon = -1                   # order of the last grouped node
         self.decisions: list[Decision] = []
 
     def producer_chain(self, arg):
@@ -71,6 +72,7 @@ class _Walk:
         if node not in self.fusible or legality.is_view(node):
             return
         self.group_of[node] = {node}
+        self.horizon = max(self.horizon, self.order[node])
         for arg in node.all_input_nodes:
             producer, views = self.producer_chain(arg)
             if producer is None or self.group_of[producer] is self.group_of[node]:
@@ -79,7 +81,7 @@ class _Walk:
 
     def try_merge(self, a: set, b: set) -> bool:
         reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args,
-                                      self.allow_across)
+                                      self.group_of, self.horizon, self.allow_across)
         if reason is not None:
             self.decisions.append(Decision(_describe(a), _describe(b), False, reason))
             return False

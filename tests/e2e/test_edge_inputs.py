@@ -121,6 +121,21 @@ def test_reduced_value_broadcast_along_another_dim_of_a_square():
                         allow_fallback=True)
 
 
+def test_kernels_linked_through_another_kernel_run_in_order():
+    """A kernel that feeds an ATen call feeding a second kernel, which feeds the first
+    back: index_reduce's backward (prod) made such a pair, and the runner had to drop
+    both kernels. The partitioner now refuses the merge that closes the loop."""
+    def fn(x, w):
+        a, b = x.sin(), x.cos()
+        return (a @ w) + b, a * b
+
+    graphs = check_against_eager(fn, _randn(6, 6), _randn(6, 6, seed=1))
+    assert _has_kernel(graphs)
+    index = torch.tensor([0])
+    check_against_eager(lambda x, s: x.index_reduce(0, index, s, "prod", include_self=False),
+                        _randn(), _randn(seed=1))
+
+
 # ---- aliasing, mutation, views -------------------------------------------------------
 
 def _run_both(fn, make_args):

@@ -1,4 +1,5 @@
 """The partitioner on ATen graphs: which nodes share a group, and why (Decisions)."""
+import networkx as nx
 import torch
 
 from brrr_compiler import ops
@@ -59,6 +60,35 @@ def test_cycle_through_aten_node_is_refused():
     assert len(refused) == 1, str(plan)
     assert refused[0].reason.startswith("illegal") and "cycle" in refused[0].reason, str(plan)
     assert "exp" in refused[0].producer and "add" in refused[0].consumer
+
+
+def _kernel_dag_is_acyclic(plan) -> bool:
+    """Kernels and ATen nodes as units, an edge wherever a value crosses between units."""
+    unit = {n: ("group", g.id) for g in plan.groups for n in g.nodes}
+    dag = nx.DiGraph()
+    for n in plan.graph.graph.nodes:
+        dag.add_node(unit.get(n, n))
+        for a in n.all_input_nodes:
+            if unit.get(a, a) != unit.get(n, n):
+                dag.add_edge(unit.get(a, a), unit.get(n, n))
+    return nx.is_directed_acyclic_graph(dag)
+
+
+def test_cycle_through_another_kernel_is_refused():
+    """sin -> mm -> add, and add's kernel also holds cos, which mul reads: sin and mul in
+    one kernel would run after cos's kernel (it feeds mul) and before it (via the mm).
+    The path mm -> add, cos -> mul has no node edge from add to cos: only the kernel
+    they share connects them."""
+    def fn(x, w):
+        a, b = x.sin(), x.cos()
+        return (a @ w) + b, a * b
+
+    plan = plan_of(fn, _x(6, 6), _x(6, 6))
+    assert _kernel_dag_is_acyclic(plan), str(plan)
+    assert _group_with(plan, aten.sin.default) is not _group_with(plan, aten.mul.Tensor)
+    refused = [d for d in plan.decisions if not d.accepted]
+    assert [(d.producer, d.consumer) for d in refused] == [("sin", "mul")], str(plan)
+    assert "cycle" in refused[0].reason
 
 
 def test_none_policy_one_group_per_pointwise_node():
