@@ -41,6 +41,14 @@ class OuterReductionPrinter(ReductionPrinter):
             line = line.replace(f"const {self.ctype[s.dtype]} {s.out} =", f"{s.out}[b] =", 1)
         return line
 
+    def _decode_r(self, indent: str) -> list[str]:
+        """The reduced dims' indices from `rr`, the flat index of one streamed row."""
+        rv = self.k.reduction_vars
+        lines = [f"{indent}int64_t rrest = rr;"]
+        for j in reversed(range(len(rv))):
+            lines.append(f"{indent}const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};")
+        return lines
+
     def _tile_loop(self, indent: str, lines: list[str]) -> list[str]:
         inner = self.k.loop_vars[-1]
         return ([f"{indent}#pragma omp simd", f"{indent}for (int64_t b = 0; b < bn; ++b) {{",

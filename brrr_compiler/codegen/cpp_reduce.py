@@ -1,8 +1,10 @@
 """C++ loops for reduction kernels: rows in parallel, phases per row.
 
 Per outer point ("row"), scalar phases are straight-line code and loop phases walk the
-reduced dims. A loop phase that folds reductions walks them in chunks of CHUNK
-elements: inside a chunk an `omp simd reduction(...)` loop keeps one partial per
+reduced dims, in segments that never cross a row of the innermost reduced dim (the
+others are decoded once per segment, and the innermost loop is one `omp simd` loop).
+A loop phase that folds reductions walks them in chunks of at most CHUNK elements:
+inside a chunk an `omp simd reduction(...)` loop keeps one partial per
 vector lane; chunk results are then folded into the row total. That blocked scheme keeps
 float32 sums of millions of elements accurate without a float64 accumulator. max/min
 track NaN in a separate flag (OpenMP's max/min reductions drop NaN; torch propagates it).
@@ -19,6 +21,7 @@ from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
 CHUNK = 1024
 SPLIT_MIN_RED = 65536   # a row this long is split across threads when rows are few
+SPLIT_SLICE = 16384     # a split row's non-reducing loop phase: the slice a thread takes
 
 
 def _init(kind: str, ct: str, dtype: torch.dtype) -> str:
@@ -60,15 +63,6 @@ class ReductionPrinter:
         self.arg_dtype = {s.out: self.dtypes.get(s.args[0]) for s in kernel.body
                           if s.op == "reduce"}
 
-    def _decode_r(self, indent: str) -> list[str]:
-        rv = self.k.reduction_vars
-        if len(rv) == 1:
-            return [f"{indent}const int64_t {rv[0]} = rr;"]
-        lines = [f"{indent}int64_t rrest = rr;"]
-        for j in reversed(range(len(rv))):
-            lines.append(f"{indent}const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};")
-        return lines
-
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
         for s in stmts:
@@ -85,33 +79,49 @@ class ReductionPrinter:
     def loop_phase(self, phase: Phase, indent: str, split: bool = False) -> list[str]:
         reds = [s for s in phase.body if s.op == "reduce"]
         if not reds:
-            pragma = f"omp parallel for simd num_threads({self.threads})" if split else "omp simd"
-            return ([f"{indent}#pragma {pragma}", f"{indent}for (int64_t rr = 0; rr < n_red; ++rr) {{"]
-                    + self._decode_r(indent + "  ") + self._body(phase.body, indent + "  ", False)
-                    + [f"{indent}}}"])
+            return self._split_plain(phase, indent) if split else \
+                self._segments(phase, [], indent, "0", "n_red")
         lines = [ln for r in reds for ln in self._decls(r, indent, "acc_", "nan_", "ai_")]
         if not split:
-            lines += self._chunks(phase, reds, indent, "0", "n_red")
+            lines += self._segments(phase, reds, indent, "0", "n_red")
         else:
             lines += self._split(phase, reds, indent)
         return lines + [indent + self._finish(r) for r in reds]
 
-    def _chunks(self, phase, reds, indent: str, lo: str, hi: str) -> list[str]:
-        """Fold [lo, hi) of the reduced dims into acc_*, CHUNK elements at a time."""
-        lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi}; cb += {CHUNK}) {{",
-                 f"{indent}  const int64_t ce = brrr_min_i64(cb + {CHUNK}, {hi});"]
+    def _split_plain(self, phase, indent: str) -> list[str]:
+        """A loop phase without reductions over one long row: threads take slices."""
+        return ([f"{indent}#pragma omp parallel for num_threads({self.threads}) schedule(static)",
+                 f"{indent}for (int64_t sb = 0; sb < n_red; sb += {SPLIT_SLICE}) {{",
+                 f"{indent}  const int64_t se = brrr_min_i64(sb + {SPLIT_SLICE}, n_red);"]
+                + self._segments(phase, [], indent + "  ", "sb", "se") + [f"{indent}}}"])
+
+    def _segments(self, phase, reds, indent: str, lo: str, hi: str) -> list[str]:
+        """Walk [lo, hi) of the flattened reduced dims in segments of at most CHUNK
+        elements that never cross a row of the innermost reduced dim, so the innermost
+        loop is a plain `omp simd` loop over that dim (the outer reduced dims are decoded
+        once per segment, not per element). Reductions fold each segment into c_*, then
+        into acc_*."""
+        rv, last = self.k.reduction_vars, len(self.k.reduction_vars) - 1
+        inner, m = (rv[last], f"m{last}") if rv else ("rr", "n_red")   # unit dims dropped
+        lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi};) {{",
+                 f"{indent}  const int64_t ro = cb / {m};",
+                 f"{indent}  const int64_t ce = brrr_min_i64(brrr_min_i64(cb + {CHUNK}, {hi}), (ro + 1) * {m});"]
+        if last > 0:
+            lines.append(f"{indent}  int64_t rrest = ro;")
+            lines += [f"{indent}  const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};"
+                      for j in reversed(range(last))]
         for r in reds:
             lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_")
         if all(r.value not in ("argmax", "argmin") for r in reds):
             clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}  #pragma omp simd " + " ".join(clauses))
-        lines.append(f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{")
-        lines += self._decode_r(indent + "    ") + self._body(phase.body, indent + "    ", True)
+        lines.append(f"{indent}  for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
+        lines += self._body(phase.body, indent + "    ", True)
         lines.append(f"{indent}  }}")
         for r in reds:
             lines += self._combine(r, indent + "  ", "c_", "cn_", "ci_")
-        return lines + [f"{indent}}}"]
+        return lines + [f"{indent}  cb = ce;", f"{indent}}}"]
 
     def _split(self, phase, reds, indent: str) -> list[str]:
         """One long row: each thread folds a slice, partials are combined in order."""
@@ -123,7 +133,7 @@ class ReductionPrinter:
                   f"{indent}  const int64_t r_lo = brrr_min_i64(tid * per, n_red), r_hi = brrr_min_i64(r_lo + per, n_red);"]
         for r in reds:
             lines += self._decls(r, indent + "  ", "acc_", "nan_", "ai_")
-        lines += self._chunks(phase, reds, indent + "  ", "r_lo", "r_hi")
+        lines += self._segments(phase, reds, indent + "  ", "r_lo", "r_hi")
         for r in reds:
             lines.append(f"{indent}  sp_{r.out}[tid] = acc_{r.out};")
             if r.value in ("max", "min"):
