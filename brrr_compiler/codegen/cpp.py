@@ -242,5 +242,17 @@ def kernel_source(k: Kernel, num_threads: int) -> str:
 
 
 def translation_unit(kernels: list[Kernel], num_threads: int) -> str:
-    parts = [prelude(), ERROR_FLAG] + [kernel_source(k, num_threads) for k in kernels]
+    """The prelude and every kernel. A kernel whose code equals an earlier one's (the
+    same block in another layer) is an alias of it: compiled once, bound by its name."""
+    parts, first = [prelude(), ERROR_FLAG], {}
+    for k in kernels:
+        src, sig = kernel_source(k, num_threads), signature(k)
+        head, _, code = src.partition(sig)
+        key = sig.replace(k.name, "", 1) + code
+        if key in first:
+            parts.append(f"{head}//   same code as {first[key]}\n"
+                         f'{sig} __attribute__((alias("{first[key]}")));\n')
+        else:
+            first[key] = k.name
+            parts.append(src)
     return "\n".join(parts)

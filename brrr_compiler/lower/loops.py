@@ -26,10 +26,16 @@ def linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars) -> sympy.Expr | 
 
 
 def _substitute(kernel: Kernel, mapping: dict, **changes) -> Kernel:
+    """`kernel` with `mapping` applied (simultaneously) to every index expression."""
+    mapping = {k: v for k, v in mapping.items() if k != v}
+    keys = set(mapping)
+
     def sub(s: Stmt) -> Stmt:
-        if s.index is None:
+        if s.index is None or not s.index.free_symbols & keys:
             return s
         return dataclasses.replace(s, index=sympy.expand(s.index.xreplace(mapping)))
+    if not mapping:
+        return dataclasses.replace(kernel, **changes)
     phases = [dataclasses.replace(p, body=[sub(s) for s in p.body]) for p in kernel.phases]
     return dataclasses.replace(kernel, phases=phases, **changes)
 
@@ -46,13 +52,12 @@ def _with_vars(kernel: Kernel, reduction: bool, vars_, ranges, mapping) -> Kerne
 
 
 def _rename(kernel: Kernel, reduction: bool, keep: list[int], extra: dict) -> Kernel:
-    """Keep dims `keep` (in that order), renumbered; `extra` substitutes the others."""
+    """Keep dims `keep` (in that order), renumbered; `extra` substitutes the others
+    (one simultaneous substitution, so swapping two variables needs no temporaries)."""
     old, ranges, symbol = _vars(kernel, reduction)
-    tmp = {old[d]: sympy.Symbol(f"t{k}", integer=True, nonnegative=True) for k, d in enumerate(keep)}
-    stage = _substitute(kernel, {**extra, **tmp})
-    final = {tmp[old[d]]: symbol(k) for k, d in enumerate(keep)}
-    return _with_vars(stage, reduction, [symbol(k) for k in range(len(keep))],
-                      [ranges[d] for d in keep], final)
+    mapping = {**extra, **{old[d]: symbol(k) for k, d in enumerate(keep)}}
+    return _with_vars(kernel, reduction, [symbol(k) for k in range(len(keep))],
+                      [ranges[d] for d in keep], mapping)
 
 
 def _as_number(x) -> float:

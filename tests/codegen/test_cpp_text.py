@@ -111,3 +111,19 @@ def test_no_fast_math_anywhere():
     for text in (code, " ".join(toolchain.BASE_FLAGS + (toolchain.NATIVE_FLAG,))):
         for unsafe in ("fast-math", "-Ofast", "unsafe-math", "finite-math", "optimize"):
             assert unsafe not in text, unsafe
+
+
+def test_identical_kernels_are_compiled_once():
+    """Two layers' kernels with the same code: the second is an alias of the first."""
+    def two_layers(x, y):
+        a = torch.nn.functional.layer_norm(x, (64,)).relu()
+        return a @ y, torch.nn.functional.layer_norm(a @ y, (64,)).relu()
+
+    plan = plan_of(two_layers, torch.randn(8, 64), torch.randn(64, 64))
+    kernels = [lower_group(g, g.name) for g in plan.groups]
+    assert len(kernels) == 2, str(plan)
+    unit = cpp.translation_unit(kernels, 2)
+    first, second = kernels[0].name, kernels[1].name
+    FileCheck().check(f"void {first}(").check(f"same code as {first}").check(
+        f'void {second}(').check(f'__attribute__((alias("{first}")));').run(unit)
+    assert unit.count("#pragma omp") == cpp.kernel_source(kernels[0], 2).count("#pragma omp")

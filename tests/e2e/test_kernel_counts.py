@@ -77,3 +77,17 @@ def test_matmul_splits_the_chain():
     assert {"aten.tanh.default", "aten.mul.Tensor"} <= set(before.aten_ops), str(inf)
     assert {"aten.sigmoid.default", "aten.mul.Tensor"} <= set(after.aten_ops), str(inf)
     assert [op for _, op in compute_calls(inf)] == ["aten.mm.default"], str(inf)
+
+
+def test_repeated_layers_share_compiled_code():
+    """Identical blocks: later blocks' kernels are aliases in the library, and all compute."""
+    lin = torch.nn.Linear(64, 64)
+
+    def blocks(x):
+        for _ in range(3):
+            x = x + F.gelu(lin(F.layer_norm(x, (64,))))
+        return x
+
+    graphs = check_against_eager(blocks, _x(8, 64))
+    for kind in ("forward", "backward"):
+        assert "__attribute__((alias(" in _graph(graphs, kind).source, kind
