@@ -55,7 +55,7 @@ def cache_key(source: str, toolchain: Toolchain) -> str:
 
 def build_library(source: str, cache_dir: str, cxx: str | None = None) -> str:
     """Compile `source` (unless cached) and return the path of its shared library."""
-    toolchain = find_toolchain(cxx)
+    toolchain = find_toolchain(cxx, os.fspath(cache_dir))
     if toolchain is None:
         raise BuildError(f"brrr: no usable C++ compiler with OpenMP (asked for {cxx or 'default'})")
     key = cache_key(source, toolchain)

@@ -29,7 +29,7 @@ def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, n
     """Returns ({group_id: CompiledKernel}, source of the translation unit)."""
     if not kernels:
         return {}, ""
-    if find_toolchain(cfg.cxx) is None:
+    if find_toolchain(cfg.cxx, cfg.cache_dir) is None:
         warn_once("no-compiler", "brrr: no working C++ compiler found (set CXX or BRRR_CXX); "
                                  "all fused groups run through ATen instead")
         return {}, ""

@@ -16,7 +16,9 @@ floats, and for an `expf` loop calling `_ZGVeN16v_expf`), so it buys nothing.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
+import json
 import math
 import os
 import shutil
@@ -70,17 +72,19 @@ _probed: dict[str, Toolchain | None] = {}
 _probe_lock = threading.Lock()
 
 
-def find_toolchain(cxx: str | None = None) -> Toolchain | None:
+def find_toolchain(cxx: str | None = None, cache_dir: str | None = None) -> Toolchain | None:
     """The toolchain for `cxx`, else $CXX, else g++, c++, clang++; None if none works.
 
-    An explicit `cxx` is the only candidate. Each compiler is probed once per process.
+    An explicit `cxx` is the only candidate. Each compiler is probed once per process;
+    with a `cache_dir`, a working one's probe result is also kept there for later
+    processes (keyed by the compiler binary and the CPU).
     """
     if cxx is not None:
-        return _probe_cached(cxx)
+        return _probe_cached(cxx, cache_dir)
     env_cxx = os.environ.get("CXX")
     candidates = ([env_cxx] if env_cxx else []) + list(DEFAULT_COMPILERS)
     for name in candidates:
-        toolchain = _probe_cached(name)
+        toolchain = _probe_cached(name, cache_dir)
         if toolchain is not None:
             if env_cxx and name != env_cxx:
                 warn_once(f"brrr-cxx:{env_cxx}",
@@ -90,15 +94,40 @@ def find_toolchain(cxx: str | None = None) -> Toolchain | None:
     return None
 
 
-def _probe_cached(name: str) -> Toolchain | None:
+def _probe_cached(name: str, cache_dir: str | None = None) -> Toolchain | None:
     path = shutil.which(name)
     if path is None:
         return None
     path = os.path.abspath(path)
     with _probe_lock:
         if path not in _probed:
-            _probed[path] = _probe(path)
+            _probed[path] = _probe_on_disk(path, cache_dir) if cache_dir else _probe(path)
         return _probed[path]
+
+
+def _probe_on_disk(cxx: str, cache_dir: str) -> Toolchain | None:
+    """_probe(cxx), remembered in `cache_dir` while the binary and the CPU stay the same."""
+    st = os.stat(cxx)
+    key = hashlib.sha256(f"{cxx}\0{st.st_mtime_ns}\0{st.st_size}\0{cpu_fingerprint()}".encode())
+    record = os.path.join(cache_dir, f"toolchain-{key.hexdigest()[:16]}.json")
+    try:
+        with open(record) as f:
+            data = json.load(f)
+        return Toolchain(data["cxx"], data["version"], tuple(data["flags"]), tuple(data["libs"]),
+                         data["cpu"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    toolchain = _probe(cxx)
+    if toolchain is not None:
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            tmp = f"{record}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(dataclasses.asdict(toolchain), f)
+            os.replace(tmp, record)
+        except OSError:
+            pass                 # a read-only cache: probing again next time is fine
+    return toolchain
 
 
 def _probe(cxx: str) -> Toolchain | None:

@@ -280,3 +280,20 @@ def test_mvec_probe_is_consistent(tmp_path, toolchain):
         src.write_text(MVEC_SRC)
         cmd = [*toolchain.command(str(src), str(tmp_path / "mvec.so")), "-lmvec"]
         assert subprocess.run(cmd, capture_output=True).returncode != 0
+
+
+def test_probe_result_is_kept_in_the_cache_dir(tmp_path, toolchain, monkeypatch):
+    """A later process (here: an emptied in-process table) reads the probe from disk;
+    a damaged record is probed again."""
+    from brrr_compiler.runtime import toolchain as tc_module
+    monkeypatch.setattr(tc_module, "_probed", {})
+    assert find_toolchain(toolchain.cxx, str(tmp_path)) == toolchain
+    (record,) = tmp_path.glob("toolchain-*.json")
+    monkeypatch.setattr(tc_module, "_probed", {})
+    monkeypatch.setattr(tc_module, "_probe", lambda cxx: pytest.fail("probed again"))
+    assert find_toolchain(toolchain.cxx, str(tmp_path)) == toolchain
+    record.write_text("{garbage")
+    monkeypatch.setattr(tc_module, "_probed", {})
+    probes = []
+    monkeypatch.setattr(tc_module, "_probe", lambda cxx: probes.append(cxx) or toolchain)
+    assert find_toolchain(toolchain.cxx, str(tmp_path)) == toolchain and probes == [toolchain.cxx]
