@@ -96,6 +96,25 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
     return aten.where.self(hit, aten.neg.default(g).to(x.dtype), zero)
 
 
+def _extreme_dim(value_op, index_op):
+    def decomposition(x, dim, keepdim=False):
+        """(values, indices) of max.dim/min.dim as amax/amin and argmax/argmin: both keep
+        the first extreme (or the first NaN), as eager's max.dim does, and both fuse into
+        one row kernel. (Autograd still uses max.dim's own backward.)"""
+        if x.dtype is torch.bool or x.dtype.is_complex:
+            return NotImplemented
+        return value_op(x, [dim], keepdim), index_op(x, dim, keepdim)
+    return decomposition
+
+
+def _extreme_all(value_op):
+    def decomposition(x):
+        if x.dtype is torch.bool or x.dtype.is_complex:
+            return NotImplemented
+        return value_op(x, list(range(x.dim())))
+    return decomposition
+
+
 def table() -> dict:
     return {
         aten.var_mean.correction: var_mean,
@@ -104,4 +123,8 @@ def table() -> dict:
         aten.native_layer_norm.default: native_layer_norm,
         aten.nll_loss_backward.default: nll_loss_backward,
         aten.native_group_norm.default: native_group_norm,
+        aten.max.dim: _extreme_dim(aten.amax.default, aten.argmax.default),
+        aten.min.dim: _extreme_dim(aten.amin.default, aten.argmin.default),
+        aten.max.default: _extreme_all(aten.amax.default),
+        aten.min.default: _extreme_all(aten.amin.default),
     }

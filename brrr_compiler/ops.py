@@ -131,6 +131,26 @@ def _gather_ok(n) -> bool:
 
 _pw([aten.gather.default], "gather", ADD, _gather_ok)
 
+
+# cat: each output element is one input's element, chosen by its index along the cat
+# dim (a select between loads at clamped, always in-bounds indices); inputs of one rank
+# with static extents along the dim (eager's legacy empty 1-d inputs stay in ATen)
+def _cat_ok(n) -> bool:
+    vals = [t.meta.get("val") for t in n.args[0]] if isinstance(n.args[0], (list, tuple)) else []
+    out = n.meta.get("val")
+    if not vals or out is None or any(v is None or v.dim() != out.dim() for v in vals):
+        return False
+    dim = cat_dim(n)
+    return out.dim() > 0 and all(isinstance(v.shape[dim], int) for v in vals)
+
+
+def cat_dim(n) -> int:
+    dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)
+    return dim % n.meta["val"].dim()
+
+
+_pw([aten.cat.default], "cat", ADD, _cat_ok)
+
 # --- pointwise: dtype casts and constants ---------------------------------------------
 _pw([aten._to_copy.default, aten.clone.default, aten.lift_fresh_copy.default,
      torch.ops.prims.convert_element_type.default], "copy", 0.0)
@@ -159,7 +179,7 @@ _red([aten.amax.default], "max")
 _red([aten.amin.default], "min")
 _red([aten.prod.dim_int, aten.prod.default], "prod")
 _red([aten.any.dim, aten.any.dims, aten.any.default], "any")
-_red([aten.all.dim, aten.all.default], "all")
+_red([aten.all.dim, aten.all.dims, aten.all.default], "all")
 _red([aten.argmax.default], "argmax", 2 * ADD)
 _red([aten.argmin.default], "argmin", 2 * ADD)
 

@@ -164,6 +164,8 @@ class _GroupLowering:
             return self._gather(node, idx, body)
         if ops.info(node.target).scalar == "arange":
             return self._arange(node, idx, body)
+        if ops.info(node.target).scalar == "cat":
+            return self._cat(node, idx, body)
         recip = self._row_reciprocal_div(node, idx, body)
         if recip is not None:
             return recip
@@ -200,6 +202,25 @@ class _GroupLowering:
             self.loop_syms.add(sym)
         x_idx = tuple(sym if d == dim else i for d, i in enumerate(idx))
         return self.value(x, x_idx)
+
+    def _cat(self, node, idx: tuple, body: Body) -> V:
+        """out[.., i, ..] = input k at i - offset_k, for the k whose range holds i: every
+        input is read at its index clamped into range (in bounds), then selected."""
+        dim, dt = ops.cat_dim(node), node.meta["val"].dtype
+        parts, offset = [], 0
+        for t in node.args[0]:
+            size = int(t.meta["val"].shape[dim])
+            if size == 0:
+                continue
+            local = sympy.Min(sympy.Max(idx[dim] - offset, 0), size - 1)
+            parts.append((offset + size, body.cast(self.value(t, idx[:dim] + (local,) + idx[dim + 1:]), dt)))
+            offset += size
+        at = body.emit("index", torch.int64, index=sympy.Integer(0) + idx[dim])
+        result = parts[-1][1]
+        for end, v in reversed(parts[:-1]):
+            inside = body.emit("lt", torch.bool, (at, body.const(end, torch.int64)))
+            result = body.emit("where", dt, (inside, v, result))
+        return result
 
     def _row_reciprocal_div(self, node, idx: tuple, body: Body) -> V | None:
         """x / d with d constant along the reduced dims (softmax's x / sum): one reciprocal

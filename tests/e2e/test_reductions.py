@@ -129,13 +129,7 @@ def _input(kind, shape, dtype=torch.float32, seed=0):
     return x
 
 
-# aten.all.dims (all over a tuple of dims) is missing from ops.py's table (any.dims is
-# there): it runs through ATen instead of fusing
-ALL_DIMS_BUG = pytest.mark.xfail(strict=True, reason="aten.all.dims is not in brrr's op "
-                                 "table (aten.any.dims is): it runs through ATen, unfused")
-SWEEP = [pytest.param(name, dim, id=f"{name}-{dim}",
-                      marks=[ALL_DIMS_BUG] if (name, dim) in {("all", "dims02"), ("all", "all")}
-                      else [])
+SWEEP = [pytest.param(name, dim, id=f"{name}-{dim}")
          for name in REDUCTIONS for dim in DIMS if _supported(name, dim, True)
          or _supported(name, dim, False)]
 
@@ -163,9 +157,7 @@ def _prologue(kind):
     return lambda x: (x * 2 + 1).exp()
 
 
-FUSED = [pytest.param(name, dim, id=f"{name}-{dim}",
-                      marks=[ALL_DIMS_BUG] if (name, dim) in {("all", "dims02"), ("all", "all")}
-                      else [])
+FUSED = [pytest.param(name, dim, id=f"{name}-{dim}")
          for name in REDUCTIONS for dim in DIMS if _supported(name, dim, True)]
 
 
@@ -488,21 +480,13 @@ def test_nan_propagates_through_outer_dim_reductions():
     _fused(check_against_eager(fn, x, grad=False))
 
 
-MAX_MIN_DIM_BUG = pytest.mark.xfail(strict=True, reason=(
-    "torch.max/min with a dim (aten.max.dim / aten.min.dim, values and indices) and "
-    "without (aten.max.default) are not in brrr's op table nor decomposed into "
-    "amax/argmax: they run through ATen, splitting the kernel around them"))
-
-
 @pytest.mark.parametrize("fn", [
     pytest.param(lambda x: ((x * 2).exp().amax(-1) + 1, (x * 2).exp().argmax(-1)),
                  id="amax_argmax"),
-    pytest.param(lambda x: (x * 2).exp().max(-1).values + 1, id="max_dim_values",
-                 marks=MAX_MIN_DIM_BUG),
-    pytest.param(lambda x: (x * 2).max(-1), id="max_dim", marks=MAX_MIN_DIM_BUG),
-    pytest.param(lambda x: (x * 2).min(0).values * x, id="min_outer_dim",
-                 marks=MAX_MIN_DIM_BUG),
-    pytest.param(lambda x: (x * 2).max() + 1, id="max_all", marks=MAX_MIN_DIM_BUG),
+    pytest.param(lambda x: (x * 2).exp().max(-1).values + 1, id="max_dim_values"),
+    pytest.param(lambda x: (x * 2).max(-1), id="max_dim"),
+    pytest.param(lambda x: (x * 2).min(0).values * x, id="min_outer_dim"),
+    pytest.param(lambda x: (x * 2).max() + 1, id="max_all"),
 ])
 def test_max_min_with_indices_is_one_kernel(fn):
     """torch.max(x, dim) is amax and argmax of the same row: one kernel, NaN included."""
@@ -545,3 +529,15 @@ def test_layer_norm_gelu_block_training_steps():
         assert_close(p, q, msg=lambda m, name=name: f"{name} after two steps: {m}")
     assert not all(torch.equal(p, q) for p, q in zip(model.parameters(),
                                                      _block(torch.float32).parameters()))
+
+
+def test_max_min_with_ties_nan_and_ints_match_eager():
+    """max.dim/min.dim are decomposed to amax/argmax, but autograd keeps their own backward
+    (the gradient goes to the selected index, not spread over ties); bool and int too."""
+    nan = float("nan")
+    x = torch.tensor([[1., 3., 3., 2.], [5., 5., 1., 0.], [nan, 1., 2., nan]], requires_grad=True)
+    check_against_eager(lambda x: x.max(-1).values * 2, x)
+    check_against_eager(lambda x: x.min(0)[0] * 2, x)
+    check_against_eager(lambda x: x.max() * 2, torch.tensor([[1., 3., 3., 2.]], requires_grad=True))
+    check_against_eager(lambda x: x.max(-1), torch.tensor([[True, False], [False, False]]), grad=False)
+    check_against_eager(lambda x: x.min(-1), torch.tensor([[3, 1, 1], [-4, 9, -4]]), grad=False)
