@@ -91,3 +91,24 @@ def test_repeated_layers_share_compiled_code():
     graphs = check_against_eager(blocks, _x(8, 64))
     for kind in ("forward", "backward"):
         assert "__attribute__((alias(" in _graph(graphs, kind).source, kind
+
+
+def test_rotary_cat_fuses_into_one_kernel():
+    """rotate-half's cat is a select between two clamped loads inside the kernel."""
+    def rotary(x, cos, sin):
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    x, cos, sin = _x(2, 5, 3, 8), torch.randn(5, 1, 8), torch.randn(5, 1, 8)
+    forward = _graph(check_against_eager(rotary, x, cos, sin), "forward")
+    assert len(forward.kernels) == 1 and compute_calls(forward) == [], forward
+
+
+def test_cat_edge_cases_match_eager():
+    """An empty input, promotion across dtypes, an outer cat dim, a transposed consumer."""
+    def fn(a, b, c):
+        return torch.cat([a, b.int(), c[:0]], 0).t() * 0.5, torch.cat([a.exp(), a], 1).sin()
+
+    graphs = check_against_eager(fn, torch.randn(3, 4), torch.randn(5, 4), torch.randn(2, 4),
+                                 grad=False)
+    assert compute_calls(graphs[0]) == [], graphs[0]
