@@ -74,6 +74,8 @@ def cexpr(e: sympy.Expr) -> str:
         return "(" + " + ".join(cexpr(a) for a in _ordered(e.args)) + ")"
     if isinstance(e, sympy.Mul):
         return "*".join(cexpr(a) for a in _ordered(e.args))
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+        return "(" + "*".join([cexpr(e.base)] * int(e.exp)) + ")"     # s**2: a square input
     if isinstance(e, (sympy.Min, sympy.Max)):
         fn = "brrr_min_i64" if isinstance(e, sympy.Min) else "-brrr_min_i64"
         if isinstance(e, sympy.Max):

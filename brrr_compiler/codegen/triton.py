@@ -52,6 +52,8 @@ def texpr(e, host: bool = False) -> str:
         return "(" + " + ".join(texpr(a, host) for a in _ordered(e.args)) + ")"
     if isinstance(e, sympy.Mul):
         return "*".join(texpr(a, host) for a in _ordered(e.args))
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+        return "(" + "*".join([texpr(e.base, host)] * int(e.exp)) + ")"
     if isinstance(e, (sympy.Min, sympy.Max)):
         fn = ("min" if isinstance(e, sympy.Min) else "max") if host else \
             ("tl.minimum" if isinstance(e, sympy.Min) else "tl.maximum")

@@ -6,6 +6,8 @@ sequence) runs over five sequence lengths with `dynamic=True` and with
 the C++ compiler runs only for the first one. Guards behave as with other backends: a
 new rank or dtype recompiles (and builds), a new size within the guards does not.
 """
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -135,3 +137,18 @@ def test_size_one_and_zero_specialize_like_other_backends(builds, fresh_cache):
         a, b = torch.randn(n, 5), torch.randn(4, 5)
         assert_close(compiled(a, b), f(a, b))
     torch._dynamo.reset()
+
+
+def test_square_input_with_one_size_symbol():
+    """Both dims of a square input share one size symbol, so index expressions hold
+    s**2: the kernel must print it (not fall back to ATen)."""
+    def fn(a, b):
+        return F.silu(a) * b.t()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="brrr", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "brrr: .*instead", RuntimeWarning)
+        for n in (6, 9):
+            x, y = torch.randn(n, n).bfloat16(), torch.randn(n, n).bfloat16()
+            assert_close(compiled(x, y), fn(x, y))
