@@ -5,8 +5,9 @@ reduced dims, in segments that never cross a row of the innermost reduced dim (t
 others are decoded once per segment, and the innermost loop is one `omp simd` loop).
 A loop phase that folds reductions walks them in chunks of at most CHUNK elements:
 inside a chunk an `omp simd reduction(...)` loop keeps one partial per
-vector lane; chunk results are then folded into the row total. That blocked scheme keeps
-float32 sums of millions of elements accurate without a float64 accumulator. max/min
+vector lane; chunk results are then folded into the row total (float32 sums: float
+lanes, double totals). That blocked scheme keeps sums of millions of elements accurate
+without paying for double-width vector lanes. max/min
 track NaN in a separate flag (OpenMP's max/min reductions drop NaN; torch propagates it).
 argmax/argmin keep the first extreme and the first NaN, as eager does (scalar loop).
 A fold across rows (a `reduce` in a scalar phase) keeps one partial per thread; after
@@ -111,7 +112,7 @@ class ReductionPrinter:
             lines += [f"{indent}  const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};"
                       for j in reversed(range(last))]
         for r in reds:
-            lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_")
+            lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
         if all(r.value not in ("argmax", "argmin") for r in reds):
             clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
@@ -148,7 +149,7 @@ class ReductionPrinter:
     def _partials(self, r: Stmt, indent: str, nt: int) -> list[str]:
         """Per-thread partial results sp_*[t] (and NaN flags, arg indices), initialised."""
         dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
-        ct = self._total_ctype(r, "sp_") or self.ctype[dt]
+        ct = self._total_ctype(r) or self.ctype[dt]
         decl, init = [f"{ct} sp_{r.out}[{nt}];"], [f"sp_{r.out}[t] = {_init(r.value, ct, dt)};"]
         if r.value in ("max", "min"):
             decl.append(f"int spn_{r.out}[{nt}];")
@@ -159,19 +160,21 @@ class ReductionPrinter:
         return ([indent + d for d in decl] + [f"{indent}for (int t = 0; t < {nt}; ++t) {{"]
                 + [f"{indent}  {i}" for i in init] + [f"{indent}}}"])
 
-    def _total_ctype(self, r: Stmt, prefix: str) -> str | None:
-        """float32 sums accumulate in double, lanes and chunks alike: a sum streams
-        memory, so the wider adds cost nothing measurable, and a 10M-element sum then
-        rounds within an ulp of the exact value (eager's cascade is close to that too)."""
-        if r.value == "sum" and r.dtype is torch.float32:
+    def _total_ctype(self, r: Stmt, lanes: bool = False) -> str | None:
+        """float32 sums: the simd lanes of one chunk (at most CHUNK / lanes elements each)
+        add in float; chunk totals, thread partials and row totals in double. A 10M-
+        element sum then stays within a few ulp of the exact value, and the exp-and-sum
+        loop of softmax keeps full-width float vectors (double lanes cost it ~12%)."""
+        if r.value == "sum" and r.dtype is torch.float32 and not lanes:
             return "double"
         if r.value in ("any", "all"):
             return "int"          # int, not bool: bool accumulators stop gcc vectorizing
         return None
 
-    def _decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str) -> list[str]:
+    def _decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str,
+               lanes: bool = False) -> list[str]:
         dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
-        ct = self._total_ctype(r, acc) or self.ctype[dt]
+        ct = self._total_ctype(r, lanes) or self.ctype[dt]
         lines = [f"{indent}{ct} {acc}{r.out} = {_init(r.value, ct, dt)};"]
         if r.value in ("max", "min"):
             lines.append(f"{indent}int {nan}{r.out} = 0;   // int, not bool: a bool flag stops gcc vectorizing")
