@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from brrr_compiler.pool_decomposition import max_pool2d_with_indices
+
 aten = torch.ops.aten
 
 
@@ -127,4 +129,5 @@ def table() -> dict:
         aten.min.dim: _extreme_dim(aten.amin.default, aten.argmin.default),
         aten.max.default: _extreme_all(aten.amax.default),
         aten.min.default: _extreme_all(aten.amin.default),
+        aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
     }

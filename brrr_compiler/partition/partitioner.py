@@ -25,8 +25,9 @@ from brrr_compiler.partition.policy import FusionPolicy, MergeCandidate
 
 
 def duplicate_shared_views(gm: torch.fx.GraphModule) -> None:
-    """Give every multi-user view node one private copy per user."""
-    for node in list(gm.graph.nodes):
+    """Give every multi-user view node one private copy per user (last node first, so
+    a view of a view that was just copied is copied for each of those copies too)."""
+    for node in reversed(list(gm.graph.nodes)):
         if not legality.is_view(node) or len(node.users) < 2:
             continue
         for user in list(node.users)[1:]:
@@ -43,7 +44,7 @@ def _graph_outputs(gm) -> frozenset:
 
 
 def _describe(members) -> str:
-    names = sorted((n.name for n in members), key=len)
+    names = sorted((n.name for n in members), key=lambda name: (len(name), name))
     return "+".join(names[:3]) + ("+..." if len(names) > 3 else "")
 
 
@@ -73,6 +74,10 @@ class _Walk:
             return
         self.group_of[node] = {node}
         self.horizon = max(self.horizon, self.order[node])
+        self.propose_to_producers(node)
+
+    def propose_to_producers(self, node) -> None:
+        """Propose merging `node`'s group with the group of each producer it reads."""
         for arg in node.all_input_nodes:
             producer, views = self.producer_chain(arg)
             if producer is None or self.group_of[producer] is self.group_of[node]:
