@@ -189,16 +189,23 @@ class _Walk:
         or a pointwise group of the domain's full shape (cross-entropy's one-hot mask that
         training saves): one pass over the data, one kernel fewer."""
         unique = self.unique_groups()
-        reducing = [(s, legality.reduction_domain(s)) for s in unique]
-        reducing = [(s, d) for s, d in reducing if d is not None and not isinstance(d, str)]
-        for i, (a, da) in enumerate(reducing):
-            siblings = [b for b, db in reducing[i + 1:] if db == da]
-            siblings += [b for b in unique if self._pointwise_over(b, da[0])]
-            for b in siblings:
+        domain = {id(s): legality.reduction_domain(s) for s in unique}
+        shape = {id(s): self._pointwise_shape(s) for s in unique if domain[id(s)] is None}
+        readers: dict = {}           # input (seen through views) -> groups reading it
+        for s in unique:
+            for r in self._read_roots(s):
+                readers.setdefault(r, []).append(s)
+        position = {id(s): i for i, s in enumerate(unique)}
+        for a in unique:
+            da = domain[id(a)]
+            if da is None or isinstance(da, str):
+                continue
+            siblings = {id(b): b for r in self._read_roots(a) for b in readers[r]
+                        if (domain[id(b)] == da and position[id(b)] > position[id(a)])
+                        or shape.get(id(b)) == da[0]}
+            for b in sorted(siblings.values(), key=lambda g: position[id(g)]):
                 a_now, b_now = self.group_of[next(iter(a))], self.group_of[next(iter(b))]
-                if a_now is b_now:
-                    continue
-                if self._read_roots(a_now) & self._read_roots(b_now):
+                if a_now is not b_now:
                     self.try_merge(a_now, b_now)
 
     @staticmethod
@@ -211,10 +218,10 @@ class _Walk:
             roots.add(n)
         return roots
 
-    def _pointwise_over(self, members: set, full: tuple) -> bool:
-        stored = legality.stored_nodes(members, self.graph_outputs)
-        return (legality.reduction_domain(members) is None and bool(stored)
-                and all(legality.shape_of(n) == full for n in stored))
+    def _pointwise_shape(self, members: set) -> tuple | None:
+        """The one shape a pointwise group stores, if it stores anything."""
+        shapes = {legality.shape_of(n) for n in legality.stored_nodes(members, self.graph_outputs)}
+        return next(iter(shapes)) if len(shapes) == 1 else None
 
     def groups(self) -> list[Group]:
         unique = {id(s): s for s in self.group_of.values()}.values()
