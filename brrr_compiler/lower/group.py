@@ -24,7 +24,7 @@ import torch
 
 from brrr_compiler import ops
 from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, loop_symbol, reduction_symbol
-from brrr_compiler.lower import indexing
+from brrr_compiler.lower import index_rules, indexing
 from brrr_compiler.lower.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
 from brrr_compiler.lower.scalar_rules import Body, Namer, V, lower_node, normalized, opmath
@@ -97,10 +97,10 @@ class _GroupLowering:
             self.buffers[node] = Buffer(f"{prefix}{count}", dtype, is_output, node.name)
         return self.buffers[node]
 
-    def _is_full(self, idx) -> bool:
+    def is_full(self, idx) -> bool:
         return any(sympy.sympify(e).free_symbols & (self.red_vars | self.loop_syms) for e in idx)
 
-    def _level_at(self, node, idx) -> int:
+    def level_at(self, node, idx) -> int:
         syms = {s.name for e in idx for s in sympy.sympify(e).free_symbols}
         return max([self.level.get(node, 0)] + [self.sym_level.get(n, 0) for n in syms])
 
@@ -108,9 +108,9 @@ class _GroupLowering:
         """(body to emit into, memo scope) for evaluating `node` at `idx`."""
         if self.in_once:
             return self.once_body, ("once",)
-        if self._is_full(idx):
+        if self.is_full(idx):
             return self.loop_body(self.cur_loop), ("loop", self.cur_loop)
-        return self.scalar_body(self._level_at(node, idx)), ("scalar",)
+        return self.scalar_body(self.level_at(node, idx)), ("scalar",)
 
     def value(self, node, idx: tuple) -> V:
         body, scope = self.target(node, idx)
@@ -160,12 +160,9 @@ class _GroupLowering:
             src_idx = indexing.view_index(node, idx, indexing.shape(src.meta["val"]),
                                           indexing.shape(val))
             return self.value(src, src_idx)
-        if ops.info(node.target).scalar == "gather":
-            return self._gather(node, idx, body)
-        if ops.info(node.target).scalar == "arange":
-            return self._arange(node, idx, body)
-        if ops.info(node.target).scalar == "cat":
-            return self._cat(node, idx, body)
+        rule = index_rules.RULES.get(ops.info(node.target).scalar)
+        if rule is not None:
+            return rule(self, node, idx, body)
         recip = self._row_reciprocal_div(node, idx, body)
         if recip is not None:
             return recip
@@ -189,62 +186,22 @@ class _GroupLowering:
                 raise NotImplementedError(f"brrr: {node.name} is read at {idx}, not at its "
                                           "own kept index (a reduced dim moved)")
 
-    def _gather(self, node, idx: tuple, body: Body) -> V:
-        """out[idx] = x[idx with dim replaced by index[idx]]: an indirect load."""
-        x, dim, index = node.args[0], node.args[1], node.args[2]
-        x_shape = indexing.shape(x.meta["val"])
-        dim = dim + len(x_shape) if dim < 0 else dim
-        raw = body.cast(self.value(index, idx), torch.int64)
-        safe = body.emit("bounded", torch.int64, (raw,), index=x_shape[dim])
-        self.sym_level[safe.name] = self._level_at(node, idx)
-        sym = sympy.Symbol(safe.name, integer=True)
-        if self._is_full(idx):     # an index read inside a reduction loop: so is x at it
-            self.loop_syms.add(sym)
-        x_idx = tuple(sym if d == dim else i for d, i in enumerate(idx))
-        return self.value(x, x_idx)
-
-    def _cat(self, node, idx: tuple, body: Body) -> V:
-        """out[.., i, ..] = input k at i - offset_k, for the k whose range holds i: every
-        input is read at its index clamped into range (in bounds), then selected."""
-        dim, dt = ops.cat_dim(node), node.meta["val"].dtype
-        parts, offset = [], 0
-        for t in node.args[0]:
-            size = int(t.meta["val"].shape[dim])
-            if size == 0:
-                continue
-            local = sympy.Min(sympy.Max(idx[dim] - offset, 0), size - 1)
-            parts.append((offset + size, body.cast(self.value(t, idx[:dim] + (local,) + idx[dim + 1:]), dt)))
-            offset += size
-        at = body.emit("index", torch.int64, index=sympy.Integer(0) + idx[dim])
-        result = parts[-1][1]
-        for end, v in reversed(parts[:-1]):
-            inside = body.emit("lt", torch.bool, (at, body.const(end, torch.int64)))
-            result = body.emit("where", dt, (inside, v, result))
-        return result
-
     def _row_reciprocal_div(self, node, idx: tuple, body: Body) -> V | None:
         """x / d with d constant along the reduced dims (softmax's x / sum): one reciprocal
         per row, a multiply per element, as eager's own softmax does."""
-        if node.target is not torch.ops.aten.div.Tensor or not self._is_full(idx):
+        if node.target is not torch.ops.aten.div.Tensor or not self.is_full(idx):
             return None
         x, d = node.args[0], node.args[1]
         if not isinstance(d, torch.fx.Node) or not isinstance(x, torch.fx.Node):
             return None
         d_idx = indexing.broadcast(idx, indexing.shape(d.meta["val"]))
-        if self._is_full(d_idx):
+        if self.is_full(d_idx):
             return None
         cdt = opmath(node.meta["val"].dtype)
         d_body, _ = self.target(d, d_idx)
         inv = d_body.emit("reciprocal", cdt, (d_body.cast(self.value(d, d_idx), cdt),))
         xv = body.cast(self.value(x, indexing.broadcast(idx, indexing.shape(x.meta["val"]))), cdt)
         return body.emit("mul", cdt, (xv, inv))
-
-    def _arange(self, node, idx: tuple, body: Body) -> V:
-        a = normalized(node)
-        start = a.get("start", 0) if "end" in a and "start" in a else 0
-        step = a.get("step", 1) or 1
-        ramp = body.emit("index", torch.int64, index=sympy.Integer(int(start)) + int(step) * idx[0])
-        return body.cast(ramp, node.meta["val"].dtype)
 
     def store(self, node, idx: tuple) -> None:
         val = node.meta["val"]

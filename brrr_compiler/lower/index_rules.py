@@ -1,0 +1,62 @@
+"""Ops whose value is an index computation, not arithmetic on their inputs' values.
+
+gather loads its input at an index read from another tensor (an indirect load, checked
+against the extent: eager raises for an out-of-range index); cat selects one input by the
+index along the cat dim, reading every input at a clamped, always in-bounds index; arange
+is a ramp of the index itself. Each rule takes the group lowering (`low`: its `value`
+evaluates any node at any index) and returns the node's value at `idx`.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from brrr_compiler import ops
+from brrr_compiler.lower import indexing
+from brrr_compiler.lower.scalar_rules import Body, V, normalized
+
+
+def gather(low, node, idx: tuple, body: Body) -> V:
+    """out[idx] = x[idx with dim replaced by index[idx]]: an indirect load."""
+    x, dim, index = node.args[0], node.args[1], node.args[2]
+    x_shape = indexing.shape(x.meta["val"])
+    dim = dim + len(x_shape) if dim < 0 else dim
+    raw = body.cast(low.value(index, idx), torch.int64)
+    safe = body.emit("bounded", torch.int64, (raw,), index=x_shape[dim])
+    low.sym_level[safe.name] = low.level_at(node, idx)
+    sym = sympy.Symbol(safe.name, integer=True)
+    if low.is_full(idx):     # an index read inside a reduction loop: so is x at it
+        low.loop_syms.add(sym)
+    x_idx = tuple(sym if d == dim else i for d, i in enumerate(idx))
+    return low.value(x, x_idx)
+
+
+def cat(low, node, idx: tuple, body: Body) -> V:
+    """out[.., i, ..] = input k at i - offset_k, for the k whose range holds i: every
+    input is read at its index clamped into range (in bounds), then selected."""
+    dim, dt = ops.cat_dim(node), node.meta["val"].dtype
+    parts, offset = [], 0
+    for t in node.args[0]:
+        size = int(t.meta["val"].shape[dim])
+        if size == 0:
+            continue
+        local = sympy.Min(sympy.Max(idx[dim] - offset, 0), size - 1)
+        parts.append((offset + size, body.cast(low.value(t, idx[:dim] + (local,) + idx[dim + 1:]), dt)))
+        offset += size
+    at = body.emit("index", torch.int64, index=sympy.Integer(0) + idx[dim])
+    result = parts[-1][1]
+    for end, v in reversed(parts[:-1]):
+        inside = body.emit("lt", torch.bool, (at, body.const(end, torch.int64)))
+        result = body.emit("where", dt, (inside, v, result))
+    return result
+
+
+def arange(low, node, idx: tuple, body: Body) -> V:
+    a = normalized(node)
+    start = a.get("start", 0) if "end" in a and "start" in a else 0
+    step = a.get("step", 1) or 1
+    ramp = body.emit("index", torch.int64, index=sympy.Integer(int(start)) + int(step) * idx[0])
+    return body.cast(ramp, node.meta["val"].dtype)
+
+
+RULES = {"gather": gather, "cat": cat, "arange": arange}
