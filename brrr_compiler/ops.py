@@ -141,7 +141,8 @@ def _cat_ok(n) -> bool:
     if not vals or out is None or any(v is None or v.dim() != out.dim() for v in vals):
         return False
     dim = cat_dim(n)
-    return out.dim() > 0 and all(isinstance(v.shape[dim], int) for v in vals)
+    return (out.dim() > 0 and all(isinstance(v.shape[dim], int) for v in vals)
+            and any(v.shape[dim] > 0 for v in vals))
 
 
 def cat_dim(n) -> int:

@@ -112,3 +112,5 @@ def test_cat_edge_cases_match_eager():
     graphs = check_against_eager(fn, torch.randn(3, 4), torch.randn(5, 4), torch.randn(2, 4),
                                  grad=False)
     assert compute_calls(graphs[0]) == [], graphs[0]
+    check_against_eager(lambda a, b: torch.cat([a, b]) * 2, torch.randn(0), torch.randn(0),
+                        grad=False)                            # every input empty
