@@ -150,7 +150,10 @@ def describe(sample) -> str:
     """A short description of a sample's tensors (shape/dtype/strides) for reports."""
     def one(x):
         if isinstance(x, torch.Tensor):
-            extra = "" if x.is_contiguous() else f"@{tuple(x.stride())}"
+            if x.layout != torch.strided:             # sparse: no strides to show
+                extra = f"({str(x.layout).replace('torch.', '')})"
+            else:
+                extra = "" if x.is_contiguous() else f"@{tuple(x.stride())}"
             return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}{extra}"
         return repr(x)[:40]
     flat, _ = tree_flatten((sample.input, sample.args, sample.kwargs))
