@@ -13,6 +13,8 @@ written here with seeded random weights (nothing is downloaded).
              cross-entropy
     convnet  3 Conv-BatchNorm-ReLU stages with max-pooling, global average pool, linear
              head; loss: cross-entropy (BatchNorm in training mode updates its buffers)
+    ln_gelu  LayerNorm + GELU on 8192 x 1024 rows, no matmul: the memory-bound block
+             whose training step issue 3 asks about; loss: mean squared error
 
 Each ModelCase builds its module (seeded) and its batch; `loss(module_output, target)` is
 what a training step minimises. Sizes keep one eager training step near 0.1 s on 2 cores.
@@ -220,6 +222,17 @@ class ConvNet(nn.Module):
         return self.head(self.features(x).mean(dim=(2, 3)))
 
 
+class LayerNormGelu(nn.Module):
+    """The memory-bound block of issue 3: LayerNorm (weight, bias) then exact GELU."""
+
+    def __init__(self, dim=1024):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        return F.gelu(self.norm(x))
+
+
 # ---- the cases ----------------------------------------------------------------------------
 
 
@@ -265,6 +278,10 @@ def _mlp_batch(batch=256, dim=512):
     return (x,), torch.randint(0, 10, (batch,), generator=_gen(2))
 
 
+def _ln_gelu_batch(rows=8192, dim=1024):
+    return (torch.randn(rows, dim, generator=_gen(1)),), torch.randn(rows, dim, generator=_gen(2))
+
+
 def _conv_batch(batch=32):
     x = torch.randn(batch, 3, 32, 32, generator=_gen(1))
     return (x,), torch.randint(0, 10, (batch,), generator=_gen(2))
@@ -286,6 +303,9 @@ MODELS = {
         ModelCase("convnet", ConvNet, _conv_batch, F.cross_entropy,
                   "ConvNet: 3 x (Conv3x3 + BatchNorm + ReLU + MaxPool) 32-64-128 channels, "
                   "global average pool, Linear 10; batch 32 x 3 x 32 x 32"),
+        ModelCase("ln_gelu", LayerNormGelu, _ln_gelu_batch, _mse,
+                  "LayerNorm(1024) + GELU block (no matmul: memory-bound); 8192 x 1024 rows; "
+                  "loss: mean squared error against a random target"),
     )
 }
 
