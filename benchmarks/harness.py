@@ -76,13 +76,8 @@ def stream_bandwidth(nbytes: int = 256 << 20, rounds: int = 11) -> float:
 
 
 def _read_cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from brrr_compiler.cost.calibrate import cpu_model_name
+    return cpu_model_name(platform.processor() or "unknown")
 
 
 def _read_l3_size() -> str:

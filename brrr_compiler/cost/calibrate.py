@@ -145,14 +145,15 @@ def _cache_sizes() -> tuple[int, int]:
     return sizes.get(2, MIB), sizes.get(max(sizes) if sizes else 3, 32 * MIB)
 
 
-def _cpu_name() -> str:
+def cpu_model_name(default: str = "cpu") -> str:
+    """The CPU's model name from /proc/cpuinfo, else `default`."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return "cpu"
+    return default
 
 
 def measure(cache_dir: str, log=print, clock=time.perf_counter) -> DeviceSpec:
@@ -217,7 +218,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> DeviceSpec:
     if doubtful:
         source += "; generic numbers for " + ", ".join(doubtful)
     spec = DeviceSpec(
-        name=_cpu_name(), kind="cpu", threads=threads, flops=flops, transcendentals=trans,
+        name=cpu_model_name(), kind="cpu", threads=threads, flops=flops, transcendentals=trans,
         functions=functions,
         dram_bandwidth=dram, cache_bandwidth=cache, l2_bytes=l2, llc_bytes=llc,
         kernel_overhead_s=per_kernel, call_overhead_s=per_call,
