@@ -123,13 +123,17 @@ def _suffix(dtype: torch.dtype) -> str:
     return "" if dtype is torch.float64 else "f"
 
 
+def _exp(dt: torch.dtype) -> str:
+    return "exp" if dt is torch.float64 else "brrr_expf"
+
+
 def op_expr(s: Stmt, args: list[str], arg_dtypes: list[torch.dtype]) -> str:
     op, dt = s.op, (arg_dtypes[0] if arg_dtypes else s.dtype)
     ct = CTYPE[dt]
     if op in _INFIX:
         return f"({args[0]} {_INFIX[op]} {args[1]})"
-    if op == "erf" and dt is not torch.float64:
-        return f"brrr_erff({args[0]})"
+    if op in ("erf", "exp") and dt is not torch.float64:
+        return f"brrr_{op}f({args[0]})"
     if op in _LIBM:
         return f"{op}{_suffix(dt)}({', '.join(args)})"
     if op in _BUILTIN:
@@ -140,7 +144,7 @@ def op_expr(s: Stmt, args: list[str], arg_dtypes: list[torch.dtype]) -> str:
         "neg": f"(-{args[0]})" if args else "",
         "reciprocal": f"(({ct})1 / {args[0]})" if args else "",
         "rsqrt": f"(({ct})1 / __builtin_sqrt{_suffix(dt)}({args[0]}))" if args else "",
-        "sigmoid": f"(({ct})1 / (({ct})1 + exp{_suffix(dt)}(-{args[0]})))" if args else "",
+        "sigmoid": f"(({ct})1 / (({ct})1 + {_exp(dt)}(-{args[0]})))" if args else "",
         "round": f"__builtin_nearbyint{_suffix(dt)}({args[0]})" if args else "",
         "frac": f"({args[0]} - __builtin_trunc{_suffix(dt)}({args[0]}))" if args else "",
         "isnan": f"({args[0]} != {args[0]})" if args else "",
