@@ -45,6 +45,21 @@ def chain10(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.maximum(t, x)  # 10 maximum
 
 
+def chain10_arith(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Ten cheap pointwise ops on two inputs, no transcendentals: memory-bound on any CPU
+    (chain10's sin/exp/log1p/tanh/sigmoid make it compute-bound on this 2-core machine).
+    mul, add, sub, abs, add, div, neg, maximum, clamp, where.
+    """
+    t = x * y  # 1 mul
+    t = t + 1.0  # 2 add
+    t = t - y  # 3 sub
+    d = y.abs() + 1.0  # 4 abs, 5 add
+    t = t / d  # 6 div
+    t = torch.maximum(-t, x)  # 7 neg, 8 maximum
+    t = t.clamp(-4.0, 4.0)  # 9 clamp
+    return torch.where(t > 0, t, 0.5 * t)  # 10 where (with its compare and scale)
+
+
 def silu_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """SwiGLU-style gate: silu(a) * b."""
     return F.silu(a) * b
@@ -138,7 +153,10 @@ WORKLOADS = {
     w.name: w
     for w in (
         Workload("bias_gelu", bias_gelu, _matrix_and_bias, "gelu(x + b), exact erf GELU"),
-        Workload("chain10", chain10, _two_matrices, "10 pointwise ops on x, y"),
+        Workload("chain10", chain10, _two_matrices,
+                 "10 pointwise ops on x, y, five of them transcendental (compute-bound here)"),
+        Workload("chain10_arith", chain10_arith, _two_matrices,
+                 "10 cheap pointwise ops on x, y, no transcendentals (memory-bound)"),
         Workload("silu_mul", silu_mul, _two_matrices, "silu(a) * b"),
     )
 }
