@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
+from brrr_compiler.codegen.cpp_scratch import rows_in_outputs
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
 CHUNK = 1024
@@ -59,10 +61,13 @@ def _arg_update(kind: str, acc: str, idx: str, x: str, i: str) -> str:
 
 class ReductionPrinter:
     def __init__(self, kernel: Kernel, ctype, stmt_line, cexpr):
+        kernel = rows_in_outputs(kernel)
         self.k, self.ctype, self.stmt_line, self.cexpr = kernel, ctype, stmt_line, cexpr
         self.dtypes = {s.out: s.dtype for s in kernel.body if s.out}
         self.arg_dtype = {s.out: self.dtypes.get(s.args[0]) for s in kernel.body
                           if s.op == "reduce"}
+        self.prefetch = NextRowPrefetch(kernel, cexpr)
+        self.prefetching = False       # inside a row of the parallel-rows schedule
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
@@ -113,6 +118,8 @@ class ReductionPrinter:
                       for j in reversed(range(last))]
         for r in reds:
             lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
+        if self.prefetching:
+            lines += self.prefetch.segment(phase, indent + "  ", f"cb - ro * {m}", f"ce - ro * {m}")
         if all(r.value not in ("argmax", "argmin") for r in reds):
             clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
@@ -205,6 +212,9 @@ class ReductionPrinter:
         lines = [f"{indent}int64_t rest = w;"]
         for i in reversed(range(len(k.ranges))):
             lines.append(f"{indent}const int64_t {k.loop_vars[i]} = rest % n{i}; rest /= n{i};")
+        self.prefetching = not split and self.prefetch.active
+        if self.prefetching:
+            lines += self.prefetch.next_row(indent)
         for p in k.phases:
             if not p.once:
                 lines += self.loop_phase(p, indent, split) if p.loop else self._body(p.body, indent, False)

@@ -13,11 +13,12 @@ from tests.helpers import plan_of
 i0, i1 = sympy.symbols("i0 i1")
 
 
-def _kernel(fn, *args):
+def _kernel(fn, *args, use_scratch=False):
     """The one kernel brrr makes for `fn`, lowered from its fusion plan."""
     plan = plan_of(fn, *args)
     assert len(plan.groups) == 1, str(plan)
-    return plan.groups[0], lower_group(plan.groups[0], plan.groups[0].name)
+    g = plan.groups[0]
+    return g, lower_group(g, g.name, use_scratch=use_scratch)
 
 
 def _buffer(kernel, origin: str) -> str:
@@ -47,7 +48,7 @@ def test_function_loops_and_pragmas():
      .check("#pragma omp parallel for num_threads(4)")
      .check("for (int64_t w = 0; w < nwork; ++w)")
      .check("#pragma omp simd").check("for (int64_t i0 = lo; i0 < hi; ++i0)")
-     .check("expf(").check("out0[").run(src))
+     .check("brrr_expf(").check("out0[").run(src))
     assert k.name.startswith("k0_")
 
 
@@ -127,3 +128,35 @@ def test_identical_kernels_are_compiled_once():
     FileCheck().check(f"void {first}(").check(f"same code as {first}").check(
         f'void {second}(').check(f'__attribute__((alias("{first}")));').run(unit)
     assert unit.count("#pragma omp") == cpp.kernel_source(kernels[0], 2).count("#pragma omp")
+
+
+def test_softmax_prefetches_the_next_row_during_its_exp_phase():
+    x = torch.randn(64, 300)
+    _, k = _kernel(lambda t: torch.softmax(t, -1), x)
+    src = cpp.kernel_source(k, 2)
+    (FileCheck().check("const int64_t p_i0 = prest % n0;")
+     .check("reduction(max:")                        # phase 1 reads the row: no prefetch
+     .check("__builtin_prefetch(&in0[(p_i0*300 + pf)], 0, 3);")
+     .check("brrr_expf(").run(src))
+    assert src.count("__builtin_prefetch") == 1
+
+
+def test_single_pass_reduction_has_no_prefetch():
+    _, k = _kernel(lambda t: t.sum(-1), torch.randn(64, 300))
+    assert "__builtin_prefetch" not in cpp.kernel_source(k, 2)
+
+
+def test_softmax_keeps_its_exp_row_in_the_output_row():
+    _, k = _kernel(lambda t: torch.softmax(t, -1), torch.randn(64, 300), use_scratch=True)
+    assert k.scratch                                # the IR keeps a scratch row...
+    src = cpp.kernel_source(k, 2)
+    assert "malloc" not in src and "scratch" not in src   # ...printed as the output row
+    (FileCheck().check("brrr_expf(").check("out0[(i0*300 + r0)] = v")
+     .check("= out0[(i0*300 + r0)];").check("out0[(i0*300 + r0)] = v").run(src))
+
+
+def test_bfloat16_softmax_keeps_a_float_scratch_row():
+    _, k = _kernel(lambda t: torch.softmax(t, -1), torch.randn(64, 300, dtype=torch.bfloat16),
+                   use_scratch=True)
+    src = cpp.kernel_source(k, 2)
+    assert "float* scratch0 = (float*)malloc(" in src

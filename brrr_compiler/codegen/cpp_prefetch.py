@@ -1,0 +1,66 @@
+"""Next-row prefetch for row kernels with several loop phases (softmax, cross-entropy).
+
+A row kernel's first loop phase reads its row from memory (softmax's max); later loop
+phases re-read it from cache and are bound by compute (the exp and sum). Memory then
+sits idle during the compute and the core sits idle during the next row's first phase.
+While the second loop phase runs, the printer asks the cache for the next row's
+first-phase inputs, one prefetch per 64-byte line, chunk by chunk as it walks the row:
+by the time the next row starts, its first phase reads from cache. Only loads that are
+contiguous along the innermost reduced dim qualify, and only rows short enough that
+the prefetched row and the current one both stay in the per-core L2.
+"""
+from __future__ import annotations
+
+import sympy
+
+from brrr_compiler.kernel_ir import Kernel, Phase
+
+LINE_BYTES = 64
+MAX_ROW_ELEMS = 65536   # a row of this many elements per buffer (256 KB of fp32) still fits
+
+
+class NextRowPrefetch:
+    def __init__(self, k: Kernel, cexpr):
+        self.k, self.cexpr = k, cexpr
+        loop_phases = [p for p in k.phases if p.loop]
+        self.phase: Phase | None = loop_phases[1] if len(loop_phases) > 1 else None
+        inner = k.reduction_vars[-1] if k.reduction_vars else None
+        inputs = {b.name: b.dtype for b in k.inputs}
+        self.loads: dict[tuple, int] = {}      # (buffer, index) -> elements per line
+        if self.phase is not None and inner is not None:
+            for s in loop_phases[0].body:
+                if s.op == "load" and s.buffer in inputs and _unit_stride(s.index, inner):
+                    self.loads[(s.buffer, s.index)] = LINE_BYTES // inputs[s.buffer].itemsize
+
+    @property
+    def active(self) -> bool:
+        return bool(self.loads)
+
+    def next_row(self, indent: str) -> list[str]:
+        """Decode the next row's outer indices (p_i*) and decide whether to prefetch."""
+        k = self.k
+        lines = [f"{indent}const bool pf_row = w + 1 < n_outer && n_red <= {MAX_ROW_ELEMS};",
+                 f"{indent}int64_t prest = w + 1;"]
+        for i in reversed(range(len(k.ranges))):
+            lines.append(f"{indent}const int64_t p_{k.loop_vars[i]} = prest % n{i}; prest /= n{i};")
+        return lines
+
+    def segment(self, phase: Phase, indent: str, lo: str, hi: str) -> list[str]:
+        """Prefetch lines for the next row's [lo, hi) of the innermost reduced dim."""
+        if phase is not self.phase or not self.loads:
+            return []
+        k, inner = self.k, self.k.reduction_vars[-1]
+        pf = sympy.Symbol("pf", integer=True)
+        subs = {v: sympy.Symbol(f"p_{v}", integer=True) for v in k.loop_vars}
+        subs[inner] = pf
+        lines = []
+        for (buf, index), step in self.loads.items():
+            addr = self.cexpr(index.xreplace(subs))
+            lines += [f"{indent}if (pf_row)",
+                      f"{indent}  for (int64_t pf = {lo}; pf < {hi}; pf += {step}) "
+                      f"__builtin_prefetch(&{buf}[{addr}], 0, 3);"]
+        return lines
+
+
+def _unit_stride(index, var) -> bool:
+    return index is not None and sympy.diff(index, var) == 1
