@@ -2,9 +2,12 @@
 
 When the innermost kept dim is the contiguous one (a sum over dim 0 of a row-major
 matrix), walking each column's reduction separately would stride through memory. This
-schedule instead hands each thread a tile of TILE adjacent columns; it streams the
-reduced rows once and, per row, updates TILE accumulators with an `omp simd` loop over
-the contiguous columns. Per-row values of the kernel (scalar phases, reduction results)
+schedule instead hands each thread a tile of adjacent columns; it streams the
+reduced rows once and, per row, updates one accumulator per column with an `omp simd`
+loop over the contiguous columns. Tiles are as wide as the threads allow (up to
+MAX_TILE columns, and the tile arrays within MAX_TILE_BYTES): each row then reads long
+contiguous runs, which the hardware prefetcher streams, rather than 1 KB pieces 16 KB
+apart. Per-row values of the kernel (scalar phases, reduction results)
 become arrays over the tile. Rows are folded in chunks as in the row schedule.
 """
 from __future__ import annotations
@@ -14,7 +17,9 @@ import sympy
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter, _init, _update
 from brrr_compiler.kernel_ir import Phase, Stmt
 
-TILE = 256
+TILE = 256              # the narrowest tile, and the only one when sizes are symbolic
+MAX_TILE = 2048
+MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per element
 
 
 class OuterReductionPrinter(ReductionPrinter):
@@ -101,33 +106,53 @@ class OuterReductionPrinter(ReductionPrinter):
                 if s.out not in self.row_level:
                     continue
                 ct = self.ctype[s.dtype]
-                lines.append(f"{indent}{ct} {s.out}[{TILE}];")
+                t = self.tile
+                lines.append(f"{indent}{ct} {s.out}[{t}];")
                 if s.op == "reduce":
                     init = _init(s.value, ct, s.dtype)
-                    lines += [f"{indent}{ct} acc_{s.out}[{TILE}], c_{s.out}[{TILE}];",
-                              f"{indent}for (int64_t b = 0; b < {TILE}; ++b) acc_{s.out}[b] = {init};"]
+                    lines += [f"{indent}{ct} acc_{s.out}[{t}], c_{s.out}[{t}];",
+                              f"{indent}for (int64_t b = 0; b < {t}; ++b) acc_{s.out}[b] = {init};"]
                     if s.value in ("max", "min"):
-                        lines += [f"{indent}int nan_{s.out}[{TILE}] = {{0}}, cn_{s.out}[{TILE}];"]
+                        lines += [f"{indent}int nan_{s.out}[{t}] = {{0}}, cn_{s.out}[{t}];"]
         return lines
+
+    def _array_count(self) -> int:
+        reds = [s for p in self.k.phases for s in p.body
+                if s.out in self.row_level and s.op == "reduce"]
+        return (len(self.row_level) + 2 * len(reds)
+                + 2 * sum(r.value in ("max", "min") for r in reds))
+
+    def _tile(self, num_threads: int) -> int:
+        """The widest tile that still gives every thread work and fits the byte budget."""
+        *outer, last = [sympy.sympify(r) for r in self.k.ranges]
+        if not (last.is_Integer and all(r.is_Integer for r in outer)):
+            return TILE
+        rows = int(sympy.Mul(*outer)) if outer else 1
+        budget = MAX_TILE_BYTES // (8 * max(1, self._array_count()))
+        tile = MAX_TILE
+        while tile > TILE and (tile > budget or rows * -(-int(last) // tile) < num_threads):
+            tile //= 2
+        return tile
 
     def loops(self, num_threads: int, min_numel: int) -> list[str]:
         k = self.k
+        self.tile = t = self._tile(num_threads)
         *outer, _ = k.loop_vars
         lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
         last = len(k.ranges) - 1
         lines += ["  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
-                  f"  const int64_t ntiles = (n{last} + {TILE} - 1) / {TILE};",
+                  f"  const int64_t ntiles = (n{last} + {t} - 1) / {t};",
                   "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(last)) + "ntiles;",
                   "  if (nwork == 0) return;",
                   f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
-                  f"if (nwork * n_red * {TILE} >= {min_numel} && nwork > 1)",
+                  f"if (nwork * n_red * {t} >= {min_numel} && nwork > 1)",
                   "  for (int64_t w = 0; w < nwork; ++w) {",
                   "    int64_t rest = w / ntiles;"]
         for i in reversed(range(last)):
             lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
-        lines += [f"    const int64_t lo = (w % ntiles) * {TILE};",
-                  f"    const int64_t bn = brrr_min_i64(lo + {TILE}, n{last}) - lo;"]
+        lines += [f"    const int64_t lo = (w % ntiles) * {t};",
+                  f"    const int64_t bn = brrr_min_i64(lo + {t}, n{last}) - lo;"]
         lines += self._arrays("    ")
         for p in k.phases:
             lines += self.loop_phase(p, "    ") if p.loop else self.scalar_phase(p, "    ")
