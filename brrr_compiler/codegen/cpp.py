@@ -99,6 +99,8 @@ def const_literal(value, dtype: torch.dtype) -> str:
     if dtype is torch.bool:
         return "true" if value else "false"
     if dtype.is_floating_point:
+        if dtype is torch.bfloat16:   # a bfloat16 value holds bfloat16's bits (stores keep them)
+            value = torch.tensor(value, dtype=dtype).item()
         if value != value:
             return f"(({ct})__builtin_nan(\"\"))"
         if value in (float("inf"), float("-inf")):
@@ -161,7 +163,7 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:
     if s.op == "store":
         v = s.args[0]
         if s.dtype is torch.bfloat16:
-            v = f"brrr_f32_to_bf16({v})"
+            v = f"brrr_bf16_bits({v})"   # already rounded: see cpp_prelude.h
         elif s.dtype is torch.float16:
             v = f"(brrr_half){v}"
         return f"{s.buffer}[{cexpr(s.index)}] = {v};"

@@ -100,8 +100,17 @@ def test_bfloat16_loads_and_stores_convert():
     src = cpp.kernel_source(k, 1)
     (FileCheck().check("const uint16_t* __restrict in0").check("uint16_t* __restrict out0")
      .check("uint16_t tb0[").check("brrr_bf16_to_f32(in0[").check("brrr_bf16_to_f32(tb0[")
-     .check("expf(").check("brrr_f32_to_bf16(").run(src))
+     .check("expf(").check("brrr_round_bf16(").check("= brrr_bf16_bits(").run(src))
     assert "double" not in src
+
+
+def test_bfloat16_store_keeps_the_rounded_bits():
+    """The cast to bfloat16 rounds once; the store only takes the high half (no second
+    rounding), and a bfloat16 literal is bfloat16's value, so that stays exact."""
+    _, k = _kernel(_mul_exp, *_inputs(torch.bfloat16))
+    store = [ln for ln in cpp.kernel_source(k, 1).splitlines() if "out0[" in ln]
+    assert len(store) == 1 and "brrr_bf16_bits(" in store[0] and "round" not in store[0]
+    assert cpp.const_literal(1.1, torch.bfloat16) == "((float)1.1015625)"
 
 
 def test_no_fast_math_anywhere():
