@@ -42,8 +42,13 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sin
             return compile_graph(aten_gm, cfg, kind, _sink)
         return compile_fn
 
-    return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"))(
-        gm, example_inputs)
+    return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
+                       joint_pass=_joint_cse)(gm, example_inputs)
+
+
+def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """brrr's CSE on AOTAutograd's joint graph, in place of torch's (capture.py's note)."""
+    return passes.run_pipeline(joint_gm, ("cse",))
 
 
 def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
