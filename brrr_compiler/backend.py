@@ -62,12 +62,12 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
                      device=device, allow_across=(target == "cpp"))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
-    kernels, specs = lower_plan(plan, target)
+    threads = cfg.num_threads or torch.get_num_threads()
+    kernels, specs, printed = lower_plan(plan, target, threads)
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
-        threads = cfg.num_threads or torch.get_num_threads()
-        compiled, source = build_kernels(kernels, specs, cfg, threads)
+        compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
     runner = build_runner(plan, compiled)
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
@@ -103,15 +103,17 @@ def choose_target(cfg: Config, gm) -> tuple:
     return "cpp", torch.device("cpu")
 
 
-def lower_plan(plan, target: str | None = "cpp"):
-    """Kernel IR for every group that lowers; a group that does not runs through ATen."""
-    kernels, specs = {}, {}
+def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1):
+    """Kernel IR for every group that lowers, and each kernel's printed source by name (the
+    C++ target's, for its translation unit); a group that does not runs through ATen."""
+    kernels, specs, printed = {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
             k = lower_group(g, g.name, use_scratch=(target == "cpp"))
             # a printer gap shows up here, not at build
-            cpp.kernel_source(k, 1) if target == "cpp" else triton_printer.kernel_source(k)
+            text = (cpp.kernel_source(k, num_threads) if target == "cpp"
+                    else triton_printer.kernel_source(k))
             missing = [s for s in k.size_vars if s not in sources]
             if missing:
                 raise NotImplementedError(f"brrr: sizes {missing} of {k.name} are not graph inputs")
@@ -120,7 +122,8 @@ def lower_plan(plan, target: str | None = "cpp"):
             continue
         kernels[g.id] = k
         specs[g.id] = [_spec(o) for o in g.outputs]
-    return kernels, specs
+        printed[k.name] = text
+    return kernels, specs, printed
 
 
 def _spec(node) -> tuple:

@@ -243,12 +243,15 @@ def kernel_source(k: Kernel, num_threads: int) -> str:
     return "\n".join(head + [signature(k) + " {"] + loops + ["}"]) + "\n"
 
 
-def translation_unit(kernels: list[Kernel], num_threads: int) -> str:
-    """The prelude and every kernel. A kernel whose code equals an earlier one's (the
-    same block in another layer) is an alias of it: compiled once, bound by its name."""
-    parts, first = [prelude(), ERROR_FLAG], {}
+def translation_unit(kernels: list[Kernel], num_threads: int,
+                     printed: dict[str, str] | None = None) -> str:
+    """The prelude and every kernel (its source from `printed` by name when there, which
+    must have been printed for `num_threads`). A kernel whose code equals an earlier one's
+    (the same block in another layer) is an alias of it: compiled once, bound by its name."""
+    parts, first, printed = [prelude(), ERROR_FLAG], {}, printed or {}
     for k in kernels:
-        src, sig = kernel_source(k, num_threads), signature(k)
+        src = printed.get(k.name) or kernel_source(k, num_threads)
+        sig = signature(k)
         head, _, code = src.partition(sig)
         key = sig.replace(k.name, "", 1) + code
         if key in first:

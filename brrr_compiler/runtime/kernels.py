@@ -25,15 +25,17 @@ def _compiled(kernel: Kernel, lib, group_id: int, out_specs) -> CompiledKernel:
                           list(kernel.size_vars), take_error)
 
 
-def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, num_threads: int):
-    """Returns ({group_id: CompiledKernel}, source of the translation unit)."""
+def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, num_threads: int,
+                  printed: dict[str, str] | None = None):
+    """Returns ({group_id: CompiledKernel}, source of the translation unit). `printed`:
+    kernels' sources by name, already printed for `num_threads` (the rest are printed here)."""
     if not kernels:
         return {}, ""
     if find_toolchain(cfg.cxx, cfg.cache_dir) is None:
         warn_once("no-compiler", "brrr: no working C++ compiler found (set CXX or BRRR_CXX); "
                                  "all fused groups run through ATen instead")
         return {}, ""
-    source = cpp.translation_unit(list(kernels.values()), num_threads)
+    source = cpp.translation_unit(list(kernels.values()), num_threads, printed)
     try:
         lib = build_and_load(source, cfg.cache_dir, cfg.cxx)
         return {gid: _compiled(k, lib, gid, out_specs[gid]) for gid, k in kernels.items()}, source
@@ -42,7 +44,8 @@ def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, n
     compiled = {}
     for gid, k in kernels.items():
         try:
-            lib = build_and_load(cpp.translation_unit([k], num_threads), cfg.cache_dir, cfg.cxx)
+            unit = cpp.translation_unit([k], num_threads, printed)
+            lib = build_and_load(unit, cfg.cache_dir, cfg.cxx)
             compiled[gid] = _compiled(k, lib, gid, out_specs[gid])
         except (BuildError, OSError) as err:
             warn_once(f"build-{k.name}-{hash(str(k))}",
