@@ -25,7 +25,7 @@ from brrr_compiler.log import logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.report import GraphReport, KernelReport
-from brrr_compiler.runtime import triton_launch
+from brrr_compiler.runtime import toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import boxed, build_runner
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -36,6 +36,8 @@ _graph_ids = itertools.count()
 def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sink=None):
     """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`."""
     cfg = build_config(options)
+    if cfg.target != "triton" and not any(_on_cuda(x) for x in example_inputs):
+        toolchain.prefetch(cfg.cxx, cfg.cache_dir)    # probed while AOTAutograd traces
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
@@ -44,6 +46,10 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sin
 
     return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
                        joint_pass=_joint_cse)(gm, example_inputs)
+
+
+def _on_cuda(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cuda"
 
 
 def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
