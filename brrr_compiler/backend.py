@@ -25,7 +25,7 @@ from brrr_compiler.log import logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.report import GraphReport, KernelReport
-from brrr_compiler.runtime import triton_launch
+from brrr_compiler.runtime import toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import boxed, build_runner
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -36,14 +36,25 @@ _graph_ids = itertools.count()
 def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sink=None):
     """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`."""
     cfg = build_config(options)
+    if cfg.target != "triton" and not any(_on_cuda(x) for x in example_inputs):
+        toolchain.prefetch(cfg.cxx, cfg.cache_dir)    # probed while AOTAutograd traces
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
             return compile_graph(aten_gm, cfg, kind, _sink)
         return compile_fn
 
-    return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"))(
-        gm, example_inputs)
+    return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
+                       joint_pass=_joint_cse)(gm, example_inputs)
+
+
+def _on_cuda(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cuda"
+
+
+def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """brrr's CSE on AOTAutograd's joint graph, in place of torch's (capture.py's note)."""
+    return passes.run_pipeline(joint_gm, ("cse",))
 
 
 def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
@@ -57,12 +68,12 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
                      device=device, allow_across=(target == "cpp"))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
-    kernels, specs = lower_plan(plan, target)
+    threads = cfg.num_threads or torch.get_num_threads()
+    kernels, specs, printed = lower_plan(plan, target, threads)
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
-        threads = cfg.num_threads or torch.get_num_threads()
-        compiled, source = build_kernels(kernels, specs, cfg, threads)
+        compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
     runner = build_runner(plan, compiled)
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
@@ -98,15 +109,17 @@ def choose_target(cfg: Config, gm) -> tuple:
     return "cpp", torch.device("cpu")
 
 
-def lower_plan(plan, target: str | None = "cpp"):
-    """Kernel IR for every group that lowers; a group that does not runs through ATen."""
-    kernels, specs = {}, {}
+def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1):
+    """Kernel IR for every group that lowers, and each kernel's printed source by name (the
+    C++ target's, for its translation unit); a group that does not runs through ATen."""
+    kernels, specs, printed = {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
             k = lower_group(g, g.name, use_scratch=(target == "cpp"))
             # a printer gap shows up here, not at build
-            cpp.kernel_source(k, 1) if target == "cpp" else triton_printer.kernel_source(k)
+            text = (cpp.kernel_source(k, num_threads) if target == "cpp"
+                    else triton_printer.kernel_source(k))
             missing = [s for s in k.size_vars if s not in sources]
             if missing:
                 raise NotImplementedError(f"brrr: sizes {missing} of {k.name} are not graph inputs")
@@ -115,7 +128,8 @@ def lower_plan(plan, target: str | None = "cpp"):
             continue
         kernels[g.id] = k
         specs[g.id] = [_spec(o) for o in g.outputs]
-    return kernels, specs
+        printed[k.name] = text
+    return kernels, specs, printed
 
 
 def _spec(node) -> tuple:

@@ -5,12 +5,19 @@ AOTAutograd traces forward and backward with FakeTensors (so every node carries
 splits the joint graph with torch's min-cut partitioner, which recomputes cheap
 pointwise producers in the backward instead of saving them.
 
+Note on joint-graph CSE. The min-cut partitioner first merges duplicate nodes of the
+joint graph with torch's `fx_graph_cse`, whose import pulls in most of inductor (about
+1.1 s of a cold compile, more than the rest of brrr's own work on a small model). The
+driver hands `aot_backend` brrr's own CSE pass for that step instead (`joint_pass`), and
+the partitioner runs with its CSE switched off.
+
 The decomposition table is chosen for fusion: composite activations and helpers become
 the pointwise primitives the op table knows, so their pieces fuse with neighbours;
 matmuls, convolutions and attention are not decomposed and run as library calls.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -55,12 +62,14 @@ def decomposition_table() -> dict:
     return table
 
 
-def aot_backend(fw_compiler: Callable, bw_compiler: Callable, inference_compiler: Callable):
+def aot_backend(fw_compiler: Callable, bw_compiler: Callable, inference_compiler: Callable,
+                joint_pass: Callable):
     """A Dynamo backend that runs AOTAutograd and hands ATen graphs to the compilers.
 
-    Each compiler receives (GraphModule, example_inputs) and returns a boxed callable.
+    Each compiler receives (GraphModule, example_inputs) and returns a boxed callable;
+    `joint_pass` (GraphModule -> GraphModule) merges duplicates in the joint graph before
+    it is partitioned.
     """
-    from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
     return aot_autograd(
@@ -68,6 +77,16 @@ def aot_backend(fw_compiler: Callable, bw_compiler: Callable, inference_compiler
         bw_compiler=bw_compiler,
         inference_compiler=inference_compiler,
         decompositions=decomposition_table(),
-        partition_fn=min_cut_rematerialization_partition,
+        partition_fn=functools.partial(_partition, joint_pass=joint_pass),
         keep_inference_input_mutations=True,
     )
+
+
+def _partition(joint_module, joint_inputs, *, joint_pass: Callable, **kwargs):
+    """torch's min-cut partitioner, with `joint_pass` in place of its own CSE."""
+    from torch._functorch import config as functorch_config
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    joint_module = joint_pass(joint_module)
+    with functorch_config.patch(cse=False):
+        return min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)

@@ -12,12 +12,15 @@ layouts, memory formats, strings and None as themselves. A node with any other a
 is left alone.
 
 Note: what is never merged. A node whose result is written to (a duplicate would not see
-the write, or would see one it must not), a node returned by the graph (two outputs must
-stay two tensors), and nothing across an op that writes memory: the table of seen values
-is emptied at every mutation, since a read before it and a read after it may differ.
+the write, or would see one it must not), a node returned by the graph or sharing its
+storage with a returned value, such as the base of a returned view (two outputs must stay
+two tensors; storages are read from the FakeTensors in `meta["val"]`), and nothing across
+an op that writes memory: the table of seen values is emptied at every mutation, since a
+read before it and a read after it may differ.
 """
 import torch
 from torch.fx import GraphModule, Node
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from passes._purity import feeds_mutation, is_graph_output, is_pure, mutates
 
@@ -57,9 +60,26 @@ def node_key(node: Node):
         return None
 
 
+def _storage(node: Node):
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return None
+    try:
+        return StorageWeakRef(val.untyped_storage())
+    except NotImplementedError:
+        return None
+
+
+def _output_storages(gm: GraphModule) -> set:
+    outputs = [n for n in gm.graph.nodes if n.op == "output"]
+    storages = {_storage(a) for out in outputs for a in out.all_input_nodes}
+    return storages - {None}
+
+
 def cse(gm: GraphModule) -> GraphModule:
     """Merge duplicate pure nodes into their first occurrence."""
     seen: dict = {}
+    returned = _output_storages(gm)
     for node in list(gm.graph.nodes):
         if mutates(node):
             seen.clear()
@@ -70,7 +90,7 @@ def cse(gm: GraphModule) -> GraphModule:
             continue
         if key not in seen:
             seen[key] = node
-        elif not is_graph_output(node):
+        elif not is_graph_output(node) and _storage(node) not in returned:
             node.replace_all_uses_with(seen[key])
             gm.graph.erase_node(node)
     return gm

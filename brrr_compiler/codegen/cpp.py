@@ -1,7 +1,7 @@
 """C++ printer for the kernel IR: pure string production, testable without a compiler.
 
-One translation unit per compiled graph: the prelude (cpp_prelude.h) and one
-`extern "C"` function per kernel. The outer loops and tiles of the innermost loop are
+One translation unit per compiled graph (or a few: cpp_units.py): the prelude
+(cpp_prelude.h) and one `extern "C"` function per kernel. The outer loops and tiles of the innermost loop are
 spread over OpenMP threads; the innermost loop is `omp simd`, contiguous where the data
 is, so gcc vectorizes it — transcendental calls included, through libmvec, without
 -ffast-math. Each SSA value is one `const` line.
@@ -249,14 +249,17 @@ def kernel_source(k: Kernel, num_threads: int) -> str:
     return "\n".join(head + [signature(k) + " {"] + loops + ["}"]) + "\n"
 
 
-def translation_unit(kernels: list[Kernel], num_threads: int) -> str:
-    """The prelude and every kernel. A kernel whose code equals an earlier one's (the
-    same block in another layer) is an alias of it: compiled once, bound by its name."""
-    parts, first = [prelude(), ERROR_FLAG], {}
+def translation_unit(kernels: list[Kernel], num_threads: int,
+                     printed: dict[str, str] | None = None) -> str:
+    """The prelude and every kernel (its source from `printed` by name when there, which
+    must have been printed for `num_threads`). A kernel whose code equals an earlier one's
+    (the same block in another layer) is an alias of it: compiled once, bound by its name."""
+    parts, first, printed = [prelude(), ERROR_FLAG], {}, printed or {}
     for k in kernels:
-        src, sig = kernel_source(k, num_threads), signature(k)
-        head, _, code = src.partition(sig)
-        key = sig.replace(k.name, "", 1) + code
+        src = printed.get(k.name) or kernel_source(k, num_threads)
+        sig = signature(k)
+        head = src.partition(sig)[0]
+        key = code_key(k, src)
         if key in first:
             parts.append(f"{head}//   same code as {first[key]}\n"
                          f'{sig} __attribute__((alias("{first[key]}")));\n')
@@ -264,3 +267,10 @@ def translation_unit(kernels: list[Kernel], num_threads: int) -> str:
             first[key] = k.name
             parts.append(src)
     return "\n".join(parts)
+
+
+def code_key(k: Kernel, src: str) -> str:
+    """What two kernels share when one can be an alias of the other: the code after the
+    name (the signature less the name, and the body)."""
+    sig = signature(k)
+    return sig.replace(k.name, "", 1) + src.partition(sig)[2]

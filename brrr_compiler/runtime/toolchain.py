@@ -79,19 +79,34 @@ def find_toolchain(cxx: str | None = None, cache_dir: str | None = None) -> Tool
     with a `cache_dir`, a working one's probe result is also kept there for later
     processes (keyed by the compiler binary and the CPU).
     """
+    env_cxx = None if cxx is not None else os.environ.get("CXX")
+    name, toolchain = _first_working(cxx, cache_dir)
+    if toolchain is not None and env_cxx and name != env_cxx:
+        warn_once(f"brrr-cxx:{env_cxx}", f"brrr: CXX={env_cxx!r} is not a usable C++/OpenMP "
+                                         f"compiler; using {toolchain.cxx}")
+    return toolchain
+
+
+def prefetch(cxx: str | None = None, cache_dir: str | None = None) -> threading.Thread:
+    """Start find_toolchain's probes in a background thread, so that they run (mostly in
+    the compiler's processes) while the caller traces its graph; a later find_toolchain
+    waits for them instead of probing again. Warnings are left to find_toolchain."""
+    thread = threading.Thread(target=_first_working, args=(cxx, cache_dir),
+                              name="brrr-toolchain-probe")
+    thread.start()
+    return thread
+
+
+def _first_working(cxx: str | None, cache_dir: str | None) -> tuple[str | None, Toolchain | None]:
+    """(name, toolchain) of the first candidate that works: `cxx`, else $CXX, g++, c++, clang++."""
     if cxx is not None:
-        return _probe_cached(cxx, cache_dir)
+        return cxx, _probe_cached(cxx, cache_dir)
     env_cxx = os.environ.get("CXX")
-    candidates = ([env_cxx] if env_cxx else []) + list(DEFAULT_COMPILERS)
-    for name in candidates:
+    for name in ([env_cxx] if env_cxx else []) + list(DEFAULT_COMPILERS):
         toolchain = _probe_cached(name, cache_dir)
         if toolchain is not None:
-            if env_cxx and name != env_cxx:
-                warn_once(f"brrr-cxx:{env_cxx}",
-                          f"brrr: CXX={env_cxx!r} is not a usable C++/OpenMP compiler; "
-                          f"using {toolchain.cxx}")
-            return toolchain
-    return None
+            return name, toolchain
+    return None, None
 
 
 def _probe_cached(name: str, cache_dir: str | None = None) -> Toolchain | None:

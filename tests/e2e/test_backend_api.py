@@ -48,6 +48,30 @@ def test_backend_by_name_in_fresh_interpreter(tmp_path):
     assert list((tmp_path / "dumps").glob("*/kernels.cpp")), "brrr made no kernel"
 
 
+def test_training_step_leaves_inductor_unimported(tmp_path):
+    """The joint graph's CSE is brrr's own (capture.py's note): a training step imports
+    none of inductor's pattern matcher, whose import alone costs about a second."""
+    script = textwrap.dedent("""
+        import sys
+        import torch
+        lin = torch.nn.Linear(6, 4)
+        def f(x):
+            return torch.sin(lin(x) * 2 + 1).sum() + torch.sin(lin(x) * 2 + 1).mean()
+        x = torch.randn(8, 6, requires_grad=True)
+        f(x).backward()
+        expected = x.grad.clone()
+        x.grad = None
+        torch.compile(f, backend="brrr")(x).backward()
+        torch.testing.assert_close(x.grad, expected)
+        assert "torch._inductor.pattern_matcher" not in sys.modules
+        print("NO_INDUCTOR_OK")
+    """)
+    env = dict(os.environ, PYTHONPATH=str(REPO), BRRR_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "NO_INDUCTOR_OK" in proc.stdout, proc.stderr[-3000:]
+
+
 DOCUMENTED_KEYS = ("fusion", "cache_dir", "debug_dir", "cxx", "num_threads", "passes")
 
 

@@ -78,6 +78,18 @@ def test_graph_outputs_stay_distinct():
     assert_close((a, b), fn(x))
 
 
+def test_base_of_a_returned_view_not_merged():
+    def fn(x):
+        return x + 1, (x + 1).view(-1)
+
+    x = torch.randn(2, 3)
+    gm = _pass(fn, x)
+    assert _count(gm, aten.add.Tensor) == 2
+    a, b = gm(x)
+    assert a.data_ptr() != b.data_ptr()
+    assert_close((a, b), fn(x))
+
+
 def test_no_merge_across_a_write():
     def fn(x):
         a = x.sin()

@@ -297,3 +297,25 @@ def test_probe_result_is_kept_in_the_cache_dir(tmp_path, toolchain, monkeypatch)
     probes = []
     monkeypatch.setattr(tc_module, "_probe", lambda cxx: probes.append(cxx) or toolchain)
     assert find_toolchain(toolchain.cxx, str(tmp_path)) == toolchain and probes == [toolchain.cxx]
+
+
+def test_prefetch_probes_once_in_the_background(tmp_path, toolchain, monkeypatch):
+    """prefetch() probes in its own thread; a find_toolchain meanwhile waits for that
+    probe instead of starting another, and gets the same toolchain."""
+    from brrr_compiler.runtime import toolchain as tc_module
+    monkeypatch.setattr(tc_module, "_probed", {})
+    started, release, probes = threading.Event(), threading.Event(), []
+
+    def slow_probe(cxx):
+        probes.append(threading.current_thread().name)
+        started.set()
+        release.wait(10)
+        return toolchain
+
+    monkeypatch.setattr(tc_module, "_probe", slow_probe)
+    thread = tc_module.prefetch(toolchain.cxx, str(tmp_path))
+    assert started.wait(10)
+    threading.Timer(0.2, release.set).start()
+    assert find_toolchain(toolchain.cxx, str(tmp_path)) == toolchain
+    thread.join(10)
+    assert probes == ["brrr-toolchain-probe"]

@@ -312,7 +312,13 @@ def _two_kernel_fn(x, w):
     return torch.softmax(a @ w, -1)       # kernel after it
 
 
-def test_kernel_build_error_falls_back_for_its_group_only(tmp_path, monkeypatch):
+@pytest.mark.parametrize("split", [False, True])
+def test_kernel_build_error_falls_back_for_its_group_only(tmp_path, monkeypatch, split):
+    """One translation unit, or (split) two: the unit with the broken kernel falls back
+    kernel by kernel, the other one's kernel is untouched."""
+    from brrr_compiler.runtime import kernels as kernels_module
+    monkeypatch.setattr(kernels_module, "UNIT_MIN_LINES", 1 if split else 10**9)
+    monkeypatch.setattr(kernels_module, "_cores", lambda: 2)
     real = cpp.kernel_source
 
     def broken(k, num_threads):
@@ -329,6 +335,7 @@ def test_kernel_build_error_falls_back_for_its_group_only(tmp_path, monkeypatch)
                                        options={"cache_dir": str(tmp_path)})
     msgs = _brrr_warnings(caught)
     assert len(msgs) == 1 and "failed to build" in msgs[0], msgs
+    assert ("translation unit 2 of 2" in graph.source) == split
     assert [k.name for k in graph.kernels] and all("sin" in k.name for k in graph.kernels)
     ops = [op for _, op in graph.aten_nodes]
     assert "aten.amax.default" in ops and "aten.exp.default" in ops, ops
@@ -364,7 +371,7 @@ def test_kernels_on_a_cycle_through_aten_run_through_aten(tmp_path):
     add, cumsum, mul = [n for n in gm.graph.nodes if n.op == "call_function"]
     group = Group(0, [add, mul], [add, mul], [add.args[0], cumsum], (5, 3))
     plan = FusionPlan(gm, [group], [], "by hand")
-    kernels, specs = lower_plan(plan)
+    kernels, specs, _ = lower_plan(plan)
     compiled, _ = build_kernels(kernels, specs, build_config({"cache_dir": str(tmp_path)}), 1)
     assert list(compiled) == [0]
     with pytest.warns(RuntimeWarning, match="on a cycle"):
