@@ -89,6 +89,35 @@ static inline float brrr_expf(float x) {
   return x > 88.8f ? __builtin_inff() : (x < -104.0f ? 0.0f : res);
 }
 
+// 16x16 float transpose through gcc's generic vectors (no intrinsics header): four
+// stages each swap the off-diagonal halves of 2h x 2h blocks (h = 8, 4, 2, 1) with
+// two-source shuffles (one vpermt2ps each on AVX-512). dst[c * ds + r] = src[r * ss + c].
+// The tiled schedule stages transposed operands with it; scalar copies cost ~2 ops per
+// element there. Pure data movement: every bit pattern (NaN payloads, -0.0) is kept.
+typedef float brrr_v16f __attribute__((vector_size(64)));
+typedef int32_t brrr_v16i __attribute__((vector_size(64)));
+#define BRRR_T_STAGE(h, LO, HI)                                           \
+  for (int i = 0; i < 16; ++i) {                                         \
+    if (i & h) continue;                                                 \
+    const brrr_v16f a = r[i], b = r[i + h];                              \
+    r[i] = __builtin_shuffle(a, b, (brrr_v16i)LO);                       \
+    r[i + h] = __builtin_shuffle(a, b, (brrr_v16i)HI);                   \
+  }
+static inline void brrr_transpose16(const float* src, int64_t ss, float* dst, int64_t ds) {
+  brrr_v16f r[16];
+  for (int i = 0; i < 16; ++i) memcpy(&r[i], src + i * ss, 64);
+  BRRR_T_STAGE(8, ((brrr_v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
+                  ((brrr_v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}))
+  BRRR_T_STAGE(4, ((brrr_v16i){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
+                  ((brrr_v16i){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}))
+  BRRR_T_STAGE(2, ((brrr_v16i){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
+                  ((brrr_v16i){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}))
+  BRRR_T_STAGE(1, ((brrr_v16i){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
+                  ((brrr_v16i){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}))
+  for (int i = 0; i < 16; ++i) memcpy(dst + i * ds, &r[i], 64);
+}
+#undef BRRR_T_STAGE
+
 // fp16 values live in registers as float; storage is _Float16 (gcc >= 12 on x86-64).
 typedef _Float16 brrr_half;
 

@@ -14,7 +14,7 @@ import sympy
 
 from brrr_compiler.lower.loops import linear_coeff
 
-TILE_A = 32
+TILE_A = 128
 TILE_INNER = 64
 
 
@@ -57,17 +57,34 @@ def _staging(k, loads, a, inner, storage, cexpr) -> tuple[list[str], object]:
             continue
         name = f"tb{j}"
         mapping[key] = name
-        lines += [f"    {storage[s.dtype]} {name}[{TILE_A * TILE_INNER}];",
-                  f"    for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner})",
-                  f"      for (int64_t {a} = a_lo; {a} < a_hi; ++{a})",
-                  f"        {name}[({a} - a_lo) * {TILE_INNER} + ({inner} - b_lo)] = "
-                  f"{s.buffer}[{cexpr(s.index)}];"]
+        copy = [f"    for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner})",
+                f"      for (int64_t {a} = a_lo; {a} < a_hi; ++{a})",
+                f"        {name}[({a} - a_lo) * {TILE_INNER} + ({inner} - b_lo)] = "
+                f"{s.buffer}[{cexpr(s.index)}];"]
+        lines.append(f"    {storage[s.dtype]} {name}[{TILE_A * TILE_INNER}];")
+        lines += (_transposed_copy(k, s, name, a, inner, copy, cexpr)
+                  if storage[s.dtype] == "float" else copy)
     local = (a - a_lo) * TILE_INNER + (inner - b_lo)
     phases = [dataclasses.replace(p, body=[
         dataclasses.replace(s, buffer=mapping[(s.buffer, s.index)], index=local)
         if s.op == "load" and (s.buffer, s.index) in mapping else s for s in p.body])
         for p in k.phases]
     return lines, dataclasses.replace(k, phases=phases)
+
+
+def _transposed_copy(k, s, name: str, a, inner, copy: list[str], cexpr) -> list[str]:
+    """A full tile of a float operand is staged 16x16 blocks at a time through
+    brrr_transpose16 (in the prelude); partial tiles at the edges keep the scalar copy."""
+    qa, qb = sympy.Symbol("qa", integer=True), sympy.Symbol("qb", integer=True)
+    a_lo, b_lo = sympy.Symbol("a_lo", integer=True), sympy.Symbol("b_lo", integer=True)
+    src = cexpr(s.index.xreplace({a: a_lo + qa, inner: b_lo + qb}))
+    row = cexpr(linear_coeff(s.index, inner, k.all_vars()))
+    return ([f"    if (a_hi - a_lo == {TILE_A} && b_hi - b_lo == {TILE_INNER}) {{",
+             f"      for (int64_t qb = 0; qb < {TILE_INNER}; qb += 16)",
+             f"        for (int64_t qa = 0; qa < {TILE_A}; qa += 16)",
+             f"          brrr_transpose16(&{s.buffer}[{src}], {row}, "
+             f"&{name}[qa * {TILE_INNER} + qb], {TILE_INNER});",
+             "    } else {"] + ["  " + ln for ln in copy] + ["    }"])
 
 
 def tiled_loops(k, d: int, num_threads: int, cexpr, body_lines, min_numel: int,

@@ -55,7 +55,10 @@ def test_function_loops_and_pragmas():
 def test_transposed_operand_is_staged_in_tiles():
     _, k = _kernel(_mul_exp, *_inputs())          # the second operand is y.t()
     src = cpp.kernel_source(k, 4)
-    (FileCheck().check("const int64_t a_lo = ta * 32;")
+    (FileCheck().check("const int64_t a_lo = ta * 128;")
+     .check("if (a_hi - a_lo == 128 && b_hi - b_lo == 64) {")
+     .check("brrr_transpose16(&in1[(b_lo*33 + qb*33 + a_lo + qa)], 33, &tb0[qa * 64 + qb], 64);")
+     .check("} else {")
      .check("tb0[(i0 - a_lo) * 64 + (i1 - b_lo)] = in1[(i1*33 + i0)];")
      .check("#pragma omp simd").check("for (int64_t i1 = b_lo; i1 < b_hi; ++i1)")
      .check("in0[(i0*17 + i1)]").check("tb0[").check("out0[(i0*17 + i1)]").run(src))

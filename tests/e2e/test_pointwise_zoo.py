@@ -181,6 +181,30 @@ def test_parallel_tiled_loops(layout):
     check_against_eager(BY_NAME["silu"].fn, x.requires_grad_(), y.requires_grad_())
 
 
+@pytest.mark.parametrize("shape", [(300, 200), (2, 256, 128), (128, 64)],
+                         ids=["edges", "batched", "one_tile"])
+def test_transposed_operand_full_tiles_bit_exact(shape):
+    """Full 128 x 64 tiles stage the transposed operand 16 x 16 blocks at a time
+    (brrr_transpose16), edge tiles element by element: both must move every value
+    exactly, NaN, inf and -0.0 included."""
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(shape, generator=gen)
+    y = torch.randn(shape[:-2] + shape[-2:][::-1], generator=gen)
+    y.view(-1)[::37] = float("nan")
+    y.view(-1)[5::41] = -0.0
+    y.view(-1)[7::53] = float("inf")
+
+    def fn(a, b):
+        return a + b.transpose(-1, -2) * 2
+
+    got = torch.compile(fn, backend="brrr", dynamic=False)(x, y)
+    want = fn(x, y)
+    assert torch.equal(got.isnan(), want.isnan())
+    ok = ~want.isnan()
+    assert torch.equal(got[ok], want[ok])
+    assert torch.equal(torch.signbit(got[ok]), torch.signbit(want[ok]))
+
+
 INT_CHAINS = [
     Chain("int_arith", lambda x, y: (x + y * 3 - 7) * (x - y) + torch.neg(x).abs(), 2),
     Chain("int_bitwise", lambda x, y: ((x & y) | (x ^ 5)) + ~x + torch.bitwise_and(y, 3), 2),
