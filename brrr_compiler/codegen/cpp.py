@@ -1,9 +1,10 @@
 """C++ printer for the kernel IR: pure string production, testable without a compiler.
 
 One translation unit per compiled graph (or a few: cpp_units.py): the prelude
-(cpp_prelude.h) and one `extern "C"` function per kernel. The outer loops and tiles of the innermost loop are
-spread over OpenMP threads; the innermost loop is `omp simd`, contiguous where the data
-is, so gcc vectorizes it — transcendental calls included, through libmvec, without
+(cpp_prelude.h) and one `extern "C"` function per kernel. The outer loops and tiles of
+the innermost loop are spread over OpenMP threads; the innermost loop is `omp simd`,
+contiguous where the data is, so gcc vectorizes it — transcendental calls included
+(float exp and erf are the prelude's own, the rest go through libmvec), without
 -ffast-math. Each SSA value is one `const` line.
 """
 from __future__ import annotations

@@ -67,7 +67,6 @@ class ReductionPrinter:
         self.arg_dtype = {s.out: self.dtypes.get(s.args[0]) for s in kernel.body
                           if s.op == "reduce"}
         self.prefetch = NextRowPrefetch(kernel, cexpr)
-        self.prefetching = False       # inside a row of the parallel-rows schedule
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
@@ -86,10 +85,10 @@ class ReductionPrinter:
         reds = [s for s in phase.body if s.op == "reduce"]
         if not reds:
             return self._split_plain(phase, indent) if split else \
-                self._segments(phase, [], indent, "0", "n_red")
+                self._segments(phase, [], indent, "0", "n_red", prefetch=True)
         lines = [ln for r in reds for ln in self._decls(r, indent, "acc_", "nan_", "ai_")]
         if not split:
-            lines += self._segments(phase, reds, indent, "0", "n_red")
+            lines += self._segments(phase, reds, indent, "0", "n_red", prefetch=True)
         else:
             lines += self._split(phase, reds, indent)
         return lines + [indent + self._finish(r) for r in reds]
@@ -101,12 +100,14 @@ class ReductionPrinter:
                  f"{indent}  const int64_t se = brrr_min_i64(sb + {SPLIT_SLICE}, n_red);"]
                 + self._segments(phase, [], indent + "  ", "sb", "se") + [f"{indent}}}"])
 
-    def _segments(self, phase, reds, indent: str, lo: str, hi: str) -> list[str]:
+    def _segments(self, phase, reds, indent: str, lo: str, hi: str,
+                  prefetch: bool = False) -> list[str]:
         """Walk [lo, hi) of the flattened reduced dims in segments of at most CHUNK
         elements that never cross a row of the innermost reduced dim, so the innermost
         loop is a plain `omp simd` loop over that dim (the outer reduced dims are decoded
         once per segment, not per element). Reductions fold each segment into c_*, then
-        into acc_*."""
+        into acc_*. `prefetch`: a row of the parallel-rows schedule, where the next row's
+        inputs may be prefetched (cpp_prefetch.py)."""
         rv, last = self.k.reduction_vars, len(self.k.reduction_vars) - 1
         inner, m = (rv[last], f"m{last}") if rv else ("rr", "n_red")   # unit dims dropped
         lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi};) {{",
@@ -118,7 +119,7 @@ class ReductionPrinter:
                       for j in reversed(range(last))]
         for r in reds:
             lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
-        if self.prefetching:
+        if prefetch:
             lines += self.prefetch.segment(phase, indent + "  ", f"cb - ro * {m}", f"ce - ro * {m}")
         if all(r.value not in ("argmax", "argmin") for r in reds):
             clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
@@ -212,8 +213,7 @@ class ReductionPrinter:
         lines = [f"{indent}int64_t rest = w;"]
         for i in reversed(range(len(k.ranges))):
             lines.append(f"{indent}const int64_t {k.loop_vars[i]} = rest % n{i}; rest /= n{i};")
-        self.prefetching = not split and self.prefetch.active
-        if self.prefetching:
+        if not split and self.prefetch.active:
             lines += self.prefetch.next_row(indent)
         for p in k.phases:
             if not p.once:
