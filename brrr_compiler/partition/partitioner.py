@@ -12,7 +12,8 @@ the same domain that read a common input are proposed for merging (horizontal fu
 Last, if the policy says `recompute = True`, each value a group stores only for other
 groups is offered to be computed again inside each of them from its own inputs (copies
 of its pointwise nodes join each reader group); if accepted, the producer nodes nobody
-reads any more are erased, and with them the write and the read-backs.
+reads any more are erased, and with them the write and the read-backs. Finally each
+group takes in the views it reads its inputs through, so kernels index the views' bases.
 """
 from __future__ import annotations
 
@@ -223,6 +224,21 @@ class _Walk:
         shapes = {legality.shape_of(n) for n in legality.stored_nodes(members, self.graph_outputs)}
         return next(iter(shapes)) if len(shapes) == 1 else None
 
+    def absorb_input_views(self) -> None:
+        """Take into each group the chains of views through which it reads its inputs (views
+        of a graph input, of an ATen result or of another kernel's output): the kernel folds
+        them into its index expressions, where the runner would make each view with an ATen
+        call, and views of one base become one kernel argument."""
+        for members in self.unique_groups():
+            for n in legality.external_inputs(members):
+                chain = []
+                while (n in self.fusible and legality.is_view(n) and len(n.users) == 1
+                       and n not in self.graph_outputs):
+                    chain.append(n)
+                    n = n.args[0]
+                members.update(chain)
+                self.group_of.update(dict.fromkeys(chain, members))
+
     def groups(self) -> list[Group]:
         unique = {id(s): s for s in self.group_of.values()}.values()
         ordered = sorted(unique, key=lambda s: min(self.order[n] for n in s))
@@ -254,5 +270,6 @@ def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48
     walk.horizontal()
     if getattr(policy, "recompute", False):
         walk.recompute()
+    walk.absorb_input_views()
     groups = walk.groups()
     return FusionPlan(gm, groups, walk.decisions, policy.name)

@@ -426,3 +426,11 @@ def test_more_than_2_31_elements_2d_reduction():
     rows = [fn(c) for c in x.split(4096)]
     for i, g in enumerate(got):
         assert torch.equal(g, torch.cat([r[i] for r in rows]))
+
+
+def test_views_absorbed_still_match_eager():
+    def fn(x, w):
+        y = x @ w
+        return y[:, ::2] * y[:, 1::2] + x.t()[:4, :4].exp()
+
+    check_against_eager(fn, torch.randn(4, 8).requires_grad_(), torch.randn(8, 8).requires_grad_())

@@ -126,3 +126,18 @@ def test_custom_policy_is_honoured():
     assert [d.accepted for d in plan.decisions] == [True, False, False]
     assert all(d.reason.startswith("custom:") for d in plan.decisions)
     assert [d.metrics["call"] for d in plan.decisions] == [1, 2, 3]
+
+
+def test_views_of_inputs_join_the_group_that_reads_them():
+    """Views a kernel reads its inputs through (of a graph input, of an ATen result) are
+    folded into the kernel: no view runs through ATen, and two slices of one tensor are
+    one kernel argument."""
+    def fn(x, w):
+        y = x @ w
+        return y[:, ::2] * y[:, 1::2] + x.t()[:4, :4]
+
+    plan = plan_of(fn, _x(4, 8), _x(8, 8))
+    assert [n.target for n in plan.aten_nodes()] == [aten.mm.default], str(plan)
+    (group,) = plan.groups
+    assert {n.name for n in group.inputs} == {"x_1", "mm"}, str(plan)
+
