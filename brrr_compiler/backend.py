@@ -15,7 +15,7 @@ import itertools
 import torch
 
 import passes
-from brrr_compiler import debug
+from brrr_compiler import capture, debug
 from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
@@ -41,7 +41,7 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sin
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
-            return compile_graph(aten_gm, cfg, kind, _sink)
+            return compile_graph(aten_gm, cfg, kind, _sink, aten_inputs)
         return compile_fn
 
     return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
@@ -57,11 +57,17 @@ def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return passes.run_pipeline(joint_gm, ("cse",))
 
 
-def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None):
+def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
+                  example_inputs=()):
     """Compile one functional ATen graph into a boxed callable."""
     name = f"graph{next(_graph_ids)}_{kind}"
     debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
+    if kind == "backward":
+        gm = capture.adopt_input_strides(gm, example_inputs)
+    elif kind == "forward":
+        gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
     gm = passes.run_pipeline(gm, cfg.passes)
+    capture.report_output_strides(gm)
     debug.dump(cfg.debug_dir, name, "aten_after.py", gm.code)
     target, device = choose_target(cfg, gm)
     machine = resolve_device(cfg.device, cfg.cache_dir, device)     # for the cost model

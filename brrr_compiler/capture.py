@@ -90,3 +90,59 @@ def _partition(joint_module, joint_inputs, *, joint_pass: Callable, **kwargs):
     joint_module = joint_pass(joint_module)
     with functorch_config.patch(cse=False):
         return min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
+
+
+# ---- layouts across the forward/backward boundary -------------------------------------
+# A layout pass may give a forward's saved activations other strides than eager's (see
+# passes/conv_channels_last.py). AOTAutograd supports that: the forward compiler reports
+# its outputs' strides, and AOTAutograd restrides the backward's example inputs to match.
+
+
+def saved_output_indices(gm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Positions, in a training forward's outputs, of the tensors it saves for the
+    backward (only brrr's backward reads them); () when AOTAutograd does not say."""
+    from torch._guards import TracingContext
+
+    ctx = TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    if meta is None:
+        return ()
+    saved = meta.tensors_saved_for_backwards_slice
+    n = len(gm.graph.output_node().args[0])
+    return tuple(range(n))[saved]
+
+
+def report_output_strides(gm: torch.fx.GraphModule) -> None:
+    """Tell AOTAutograd the strides the compiled graph's outputs will have."""
+    from torch._guards import TracingContext
+
+    ctx = TracingContext.try_get()
+    if ctx is None or ctx.output_strides is None:
+        return
+    for a in gm.graph.output_node().args[0]:
+        val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+        ctx.output_strides.append(tuple(val.stride()) if isinstance(val, torch.Tensor)
+                                  else None)
+
+
+def adopt_input_strides(gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule:
+    """Give the placeholders the strides of the example inputs where they differ (a
+    backward whose forward changed its saved activations' layout), and recompute every
+    node's meta["val"] from them."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    holders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    vals = [n.meta.get("val") for n in holders]
+    if len(vals) != len(example_inputs) or not any(
+            _restrided(v, x) for v, x in zip(vals, example_inputs)):
+        return gm
+    new = [x if _restrided(v, x) else v for v, x in zip(vals, example_inputs)]
+    FakeTensorProp(gm, detect_fake_mode(new)).propagate_dont_convert_inputs(*new)
+    return gm
+
+
+def _restrided(val, example) -> bool:
+    # AOTAutograd hands the placeholders' own values unless it restrided them
+    return (isinstance(val, torch.Tensor) and isinstance(example, torch.Tensor)
+            and val is not example and val.stride() != example.stride())

@@ -5,8 +5,9 @@ The contract. A pass is a plain function `(gm: GraphModule) -> GraphModule`; it 
 placeholder, a `call_function` of a `torch._ops.OpOverload` (or `operator.getitem`), or the
 output, and every value node carries `node.meta["val"]` (a FakeTensor, SymInt, int or a
 tuple of them). Its output keeps that form: ATen targets, `meta["val"]` on every node, the
-same inputs and the same values at the outputs, and no output aliasing a graph input or
-another output that it did not alias before. A pass that changes representation (a plan,
+same inputs and the same values at the outputs, with the same strides (except outputs
+that `gm.meta["layout_free_outputs"]` lists, whose layout only brrr's own backward sees),
+and no output aliasing a graph input or another output that it did not alias before. A pass that changes representation (a plan,
 kernel IR, text) is not a pass but a stage in `brrr_compiler`.
 
 `PIPELINE` lists the passes in the order the driver runs them; `PASSES` names them;
@@ -18,13 +19,14 @@ from typing import Callable
 
 from torch.fx import GraphModule
 
+from passes.conv_channels_last import LAYOUT_FREE_OUTPUTS, conv_channels_last
 from passes.cse import cse
 from passes.dce import dce
 from passes.remove_noops import remove_noops
 
 Pass = Callable[[GraphModule], GraphModule]
 
-PIPELINE: tuple[Pass, ...] = (remove_noops, cse, dce)
+PIPELINE: tuple[Pass, ...] = (conv_channels_last, remove_noops, cse, dce)
 PASSES: dict[str, Pass] = {p.__name__: p for p in PIPELINE}
 
 # A child of the "brrr" logger that brrr_compiler.log configures.
@@ -51,4 +53,7 @@ def run_pipeline(gm: GraphModule, names: tuple[str, ...] | None = None) -> Graph
     return gm
 
 
-__all__ = ["PASSES", "PIPELINE", "Pass", "cse", "dce", "remove_noops", "run_pipeline"]
+__all__ = [
+    "LAYOUT_FREE_OUTPUTS", "PASSES", "PIPELINE", "Pass", "conv_channels_last", "cse", "dce",
+    "remove_noops", "run_pipeline",
+]

@@ -43,11 +43,10 @@ class Group:
 
     @property
     def name(self) -> str:
-        ops = []
-        for n in self.nodes:
-            op = getattr(n.target, "__name__", str(n.target)).split(".")[0]
-            if op not in ops and op not in ("view", "expand", "clone", "alias"):
-                ops.append(op)
+        names = [getattr(n.target, "__name__", str(n.target)).split(".")[0]
+                 for n in self.nodes]
+        ops = [op for op in dict.fromkeys(names) if op not in ("view", "expand", "clone", "alias")]
+        ops = ops or list(dict.fromkeys(names))     # a kernel that only copies: "clone"
         return f"k{self.id}_" + "_".join(ops[:5]) + ("_etc" if len(ops) > 5 else "")
 
 

@@ -75,9 +75,9 @@ def _spy_graphs() -> list:
     import brrr_compiler.backend as backend
     kinds, real = [], backend.compile_graph
 
-    def spy(gm, cfg, kind, sink=None):
+    def spy(gm, cfg, kind, *args, **kwargs):
         kinds.append(kind)
-        return real(gm, cfg, kind, sink)
+        return real(gm, cfg, kind, *args, **kwargs)
 
     backend.compile_graph = spy
     return kinds

@@ -1,0 +1,194 @@
+"""Run CPU 2-d convolutions in channels-last (NHWC) layout.
+
+oneDNN, which ATen calls for CPU convolutions, is about twice as fast on NHWC tensors as on
+NCHW ones for the model suite's conv net. The pass copies each eligible convolution's
+input and weight to channels-last (`aten.clone(memory_format=torch.channels_last)`; a value
+already in that layout is used as is), and the convolution's result comes out NHWC. The
+pointwise ops, norms and pools after it keep that layout, as eager's stride rules say, so
+the fused kernels that read and write them walk channels innermost. The same goes for
+`convolution_backward` (grad_output, input and weight), whose gradients then come out NHWC.
+
+Note: which values change layout. After the copies are inserted, every node's
+`meta["val"]` is recomputed by running the graph on FakeTensors, so each value carries the
+strides eager would give it. A graph output whose strides changed gets a copy back to its
+old layout, except the outputs listed in `gm.meta["layout_free_outputs"]` (indices into
+the output tuple): the driver lists there the activations a training forward saves for its
+backward, whose layout only brrr's own backward sees (it reports the new strides to
+AOTAutograd, which hands them to the backward). So user-visible outputs keep eager's
+strides.
+
+Eligible: a non-transposed 4-d convolution of float32/bfloat16 CPU tensors with static
+shapes, when oneDNN is available. Anything else is left as it is.
+"""
+import copy
+import logging
+
+import torch
+from torch._guards import detect_fake_mode
+from torch.fx import Graph, GraphModule, Node, map_arg
+from torch.fx.experimental.symbolic_shapes import free_symbols
+
+aten = torch.ops.aten
+logger = logging.getLogger("brrr.passes")
+
+# op -> positions of its tensor arguments that go channels-last
+_LAYOUT_ARGS = {
+    aten.convolution.default: (0, 1),
+    aten.convolution_backward.default: (0, 1, 2),
+}
+_DTYPES = (torch.float32, torch.bfloat16)
+_VIEWS = (aten.view.default, aten._unsafe_view.default)
+LAYOUT_FREE_OUTPUTS = "layout_free_outputs"   # the gm.meta key of the module note
+
+
+def conv_channels_last(gm: GraphModule) -> GraphModule:
+    """Copy the layout arguments of eligible convolutions to channels-last (module note).
+    The work happens on a copy of the graph, which replaces gm's only when it succeeds."""
+    if not torch.backends.mkldnn.is_available() or not _static(gm.graph):
+        return gm
+    graph = copy.deepcopy(gm.graph)      # nodes' meta dicts are copied, their values shared
+    convs = [n for n in graph.nodes if n.target in _LAYOUT_ARGS and _eligible(n)]
+    if not convs:
+        return gm
+    try:
+        _to_channels_last(graph, convs, set(gm.meta.get(LAYOUT_FREE_OUTPUTS, ())))
+    except Exception as err:    # an op FakeTensors cannot re-run: no layout change at all
+        logger.warning("conv_channels_last: layouts left as they were (%s)", err)
+        return gm
+    gm.graph = graph
+    return gm
+
+
+def _to_channels_last(graph: Graph, convs: list, free: set) -> None:
+    before = [_strides(v) for v in _output_values(graph)]
+    copies: dict[Node, Node] = {}
+    for conv in convs:
+        for pos in _LAYOUT_ARGS[conv.target]:
+            if not _is_channels_last(conv.args[pos].meta["val"]):
+                conv.update_arg(pos, _copy_to_channels_last(graph, conv.args[pos], copies))
+    mode = _repropagate(graph)
+    _drop_needless(graph, copies)
+    _restore_outputs(graph, before, free, mode)
+
+
+def _static(graph: Graph) -> bool:
+    """No symbolic sizes anywhere (so re-running the graph on FakeTensors adds no guards)."""
+    for n in graph.nodes:
+        vals = n.meta.get("val")
+        for v in vals if isinstance(vals, (tuple, list)) else (vals,):
+            if isinstance(v, (torch.Tensor, torch.SymInt)) and free_symbols(v):
+                return False
+    return True
+
+
+def _eligible(node: Node) -> bool:
+    vals = [node.args[p].meta.get("val") if isinstance(node.args[p], Node) else None
+            for p in _LAYOUT_ARGS[node.target]]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        return False
+    transposed = node.args[6] if node.target is aten.convolution.default else node.args[7]
+    return not transposed and all(v.dim() == 4 and v.device.type == "cpu"
+                                  and v.dtype in _DTYPES for v in vals)
+
+
+def _is_channels_last(val: torch.Tensor) -> bool:
+    return val.is_contiguous(memory_format=torch.channels_last)
+
+
+def _copy_to_channels_last(graph: Graph, arg: Node, copies: dict) -> Node:
+    """One channels-last copy per value, placed right after the value is made."""
+    if arg not in copies:
+        with graph.inserting_after(arg):
+            copies[arg] = graph.call_function(
+                aten.clone.default, (arg,), {"memory_format": torch.channels_last})
+    return copies[arg]
+
+
+def _drop_needless(graph: Graph, copies: dict) -> None:
+    """Erase the copies of values that turned out channels-last already (their producers
+    now follow an earlier convolution's layout)."""
+    for arg, copy_ in copies.items():
+        if _is_channels_last(arg.meta["val"]):
+            copy_.replace_all_uses_with(arg)
+            graph.erase_node(copy_)
+
+
+def _repropagate(graph: Graph):
+    """Recompute every node's meta["val"] from the placeholders' FakeTensors. A view that
+    the new layout cannot express (flattening an NHWC tensor) gets a contiguous copy of
+    its input first, as eager would have had."""
+    inputs = [n.meta["val"] for n in graph.nodes if n.op == "placeholder"]
+    mode = detect_fake_mode(inputs)
+    with mode:
+        for node in list(graph.nodes):
+            if node.op == "call_function":
+                node.meta["val"] = _fake_run(graph, node)
+    return mode
+
+
+def _fake_run(graph: Graph, node: Node):
+    args, kwargs = map_arg((node.args, node.kwargs), lambda a: a.meta["val"])
+    try:
+        return node.target(*args, **kwargs)
+    except (RuntimeError, ValueError):      # what a fake view of the wrong strides raises
+        if node.target not in _VIEWS:
+            raise
+    with graph.inserting_before(node):
+        copy_ = graph.call_function(aten.clone.default, (node.args[0],),
+                                    {"memory_format": torch.contiguous_format})
+    copy_.meta["val"] = aten.clone.default(args[0], memory_format=torch.contiguous_format)
+    node.update_arg(0, copy_)
+    return node.target(copy_.meta["val"], *args[1:], **kwargs)
+
+
+def _results(graph: Graph) -> list:
+    """The graph's results (AOTAutograd's graphs return a tuple, make_fx's may not)."""
+    out = graph.output_node().args[0]
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _output_values(graph: Graph) -> list:
+    return [a.meta.get("val") if isinstance(a, Node) else None for a in _results(graph)]
+
+
+def _strides(val):
+    return tuple(val.stride()) if isinstance(val, torch.Tensor) else None
+
+
+def _restore_outputs(graph: Graph, before: list, free: set, mode) -> None:
+    """Copy each changed output not in `free` back to its old layout."""
+    out = graph.output_node()
+    results = _results(graph)
+    for i, (node, old) in enumerate(zip(results, before)):
+        if i in free or not isinstance(node, Node) or _strides(node.meta.get("val")) == old:
+            continue
+        results[i] = _copy_to_strides(graph, node, old, mode)
+    single = not isinstance(out.args[0], (tuple, list))
+    out.args = (results[0] if single else type(out.args[0])(results),) + tuple(out.args[1:])
+
+
+def _copy_to_strides(graph: Graph, node: Node, stride: tuple, mode) -> Node:
+    """A copy of `node` with strides `stride`: a clone to a memory format (fusible) when
+    one gives them, else a copy into an empty tensor of those strides."""
+    val = node.meta["val"]
+    with graph.inserting_before(graph.output_node()), mode:
+        fmt = _memory_format(val, stride)
+        if fmt is not None:
+            copy_ = graph.call_function(aten.clone.default, (node,), {"memory_format": fmt})
+            copy_.meta["val"] = aten.clone.default(val, memory_format=fmt)
+            return copy_
+        kwargs = {"dtype": val.dtype, "device": val.device}
+        empty = graph.call_function(aten.empty_strided.default,
+                                    (list(val.shape), list(stride)), kwargs)
+        empty.meta["val"] = aten.empty_strided.default(val.shape, stride, **kwargs)
+        copy_ = graph.call_function(aten.copy.default, (empty, node))
+        copy_.meta["val"] = aten.copy.default(empty.meta["val"], val)
+        return copy_
+
+
+def _memory_format(val: torch.Tensor, stride: tuple):
+    """The memory format whose clone of `val` has strides `stride`, if one does (called
+    under the graph's fake mode)."""
+    formats = [torch.contiguous_format] + ([torch.channels_last] if val.dim() == 4 else [])
+    return next((f for f in formats if tuple(val.clone(memory_format=f).stride()) == stride),
+                None)

@@ -1,0 +1,131 @@
+"""conv_channels_last: eligible CPU convolutions run NHWC; values, user-visible strides and
+every node's meta["val"] stay true to what the graph computes."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx import Interpreter
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.testing import assert_close
+
+from passes import LAYOUT_FREE_OUTPUTS, run_pipeline
+
+aten = torch.ops.aten
+CL = torch.channels_last
+
+
+def _pass(fn, *args, tracing_mode="fake", free=()):
+    gm = make_fx(fn, tracing_mode=tracing_mode)(*args)
+    gm.meta[LAYOUT_FREE_OUTPUTS] = free
+    return run_pipeline(gm, ("conv_channels_last",))
+
+
+def _layout_copies(gm) -> list:
+    return [n.kwargs["memory_format"] for n in gm.graph.nodes
+            if n.target is aten.clone.default and "memory_format" in n.kwargs]
+
+
+class _StrideCheck(Interpreter):
+    """Runs the graph on real tensors and checks each result's strides against its
+    meta["val"] (brrr's kernels are specialised to those strides)."""
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        val = n.meta.get("val")
+        if isinstance(result, torch.Tensor) and isinstance(val, torch.Tensor):
+            assert result.stride() == val.stride(), (n.name, result.stride(), val.stride())
+        return result
+
+
+def _check(gm, fn, *args):
+    out = _StrideCheck(gm).run(*args)
+    expected = fn(*args)
+    for a, e in zip(out if isinstance(out, tuple) else (out,),
+                    expected if isinstance(expected, tuple) else (expected,)):
+        assert_close(a, e, rtol=1e-4, atol=1e-5)
+        assert a.stride() == e.stride()
+    return out
+
+
+def _conv_bn_relu(x, w, mean, var):
+    y = F.conv2d(x, w, padding=1)
+    return F.relu(F.batch_norm(y, mean, var, training=False)) * 2
+
+
+def _inputs(n=2, c=8, hw=6, k=16):
+    return (torch.randn(n, c, hw, hw), torch.randn(k, c, 3, 3), torch.randn(k),
+            torch.rand(k) + 0.5)
+
+
+def test_conv_runs_channels_last_and_output_keeps_eager_strides():
+    args = _inputs()
+    gm = _pass(_conv_bn_relu, *args)
+    conv = next(n for n in gm.graph.nodes if n.target is aten.convolution.default)
+    assert all(a.meta["val"].is_contiguous(memory_format=CL) for a in conv.args[:2])
+    assert conv.meta["val"].is_contiguous(memory_format=CL)
+    assert _layout_copies(gm) == [CL, CL, torch.contiguous_format]
+    _check(gm, _conv_bn_relu, *args)
+
+
+def test_free_output_keeps_the_new_layout():
+    args = _inputs()
+    gm = _pass(_conv_bn_relu, *args, free=(0,))
+    assert _layout_copies(gm) == [CL, CL]
+    out = _StrideCheck(gm).run(*args)
+    assert out.is_contiguous(memory_format=CL)
+    assert_close(out, _conv_bn_relu(*args), rtol=1e-4, atol=1e-5)
+
+
+def test_flatten_after_conv_gets_a_contiguous_copy():
+    def fn(x, w):
+        return F.conv2d(x, w).relu().flatten(1) @ torch.ones(16 * 4 * 4, 3)
+
+    args = (torch.randn(2, 8, 6, 6), torch.randn(16, 8, 3, 3))
+    gm = _pass(fn, *args)
+    view = next(n for n in gm.graph.nodes if n.target is aten.view.default)
+    assert view.args[0].target is aten.clone.default
+    _check(gm, fn, *args)
+
+
+def test_second_conv_reads_first_convs_layout_without_a_copy():
+    def fn(x, w1, w2):
+        return F.conv2d(F.conv2d(x, w1, padding=1).relu(), w2)
+
+    args = (torch.randn(2, 4, 8, 8), torch.randn(8, 4, 3, 3), torch.randn(8, 8, 3, 3))
+    gm = _pass(fn, *args)
+    assert _layout_copies(gm) == [CL, CL, CL, torch.contiguous_format]   # x, w1, w2, out
+    _check(gm, fn, *args)
+
+
+def test_channels_last_input_is_not_copied():
+    args = (torch.randn(2, 8, 6, 6).contiguous(memory_format=CL), torch.randn(16, 8, 3, 3))
+    gm = _pass(lambda x, w: F.conv2d(x, w), *args)
+    assert _layout_copies(gm) == [CL]          # the weight only; eager's output is NHWC too
+    _check(gm, lambda x, w: F.conv2d(x, w), *args)
+
+
+def test_convolution_backward_runs_channels_last():
+    def fn(g, x, w):
+        return aten.convolution_backward.default(g, x, w, [0], [1, 1], [1, 1], [1, 1], False,
+                                                 [0, 0], 1, [True, True, False])[:2]
+
+    args = (torch.randn(2, 16, 6, 6), torch.randn(2, 8, 6, 6), torch.randn(16, 8, 3, 3))
+    gm = _pass(fn, *args)
+    bw = next(n for n in gm.graph.nodes if n.target is aten.convolution_backward.default)
+    assert all(a.meta["val"].is_contiguous(memory_format=CL) for a in bw.args[:3])
+    _check(gm, fn, *args)
+
+
+@pytest.mark.parametrize("case", ["conv1d", "transposed", "float64", "symbolic"])
+def test_ineligible_convolutions_are_left_alone(case):
+    fn, args, mode = (lambda x, w: F.conv2d(x, w)), _inputs()[:2], "fake"
+    if case == "conv1d":
+        fn, args = (lambda x, w: F.conv1d(x, w)), (torch.randn(2, 8, 6), torch.randn(4, 8, 3))
+    elif case == "transposed":
+        fn, args = (lambda x, w: F.conv_transpose2d(x, w)), (args[0], torch.randn(8, 4, 3, 3))
+    elif case == "float64":
+        args = tuple(a.double() for a in args)
+    else:
+        mode = "symbolic"
+    gm = _pass(fn, *args, tracing_mode=mode)
+    assert _layout_copies(gm) == []
+    assert_close(gm(*args), fn(*args))
