@@ -19,6 +19,7 @@ from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_tiled import tiled_loops, transposed_var
 from brrr_compiler.lower.loops import reduces_outer_dim
+from brrr_compiler.lower.split import split_inner
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
 CTYPE = {
@@ -223,11 +224,21 @@ def _loops(k: Kernel, num_threads: int) -> list[str]:
     for i in reversed(range(len(outer))):
         lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
     lines += ["    const int64_t lo = (w % ntiles) * tile;",
-              "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);",
-              "    #pragma omp simd",
-              f"    for (int64_t {inner} = lo; {inner} < hi; ++{inner}) {{"]
-    lines += _body_lines(k, "      ")
-    lines += ["    }", "  }"]
+              "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
+    return lines + _inner_loops(k) + ["  }"]
+
+
+def _inner_loops(k: Kernel) -> list[str]:
+    """The innermost loop over [lo, hi), or one loop per piece of it where it splits
+    (lower/split.py: cat's inputs, each a plain contiguous load in its own piece)."""
+    v = k.loop_vars[-1]
+    pieces = split_inner(k) or [(0, None, k)]
+    lines = []
+    for j, (a, b, piece) in enumerate(pieces):
+        start = "lo" if j == 0 else f"brrr_max_i64(lo, {a})"
+        end = "hi" if j == len(pieces) - 1 else f"brrr_min_i64(hi, {b})"
+        lines += ["    #pragma omp simd", f"    for (int64_t {v} = {start}; {v} < {end}; ++{v}) {{"]
+        lines += _body_lines(piece, "      ") + ["    }"]
     return lines
 
 

@@ -184,3 +184,4 @@ template <typename T> static inline T brrr_remainder(T a, T b) {
 }
 
 static inline int64_t brrr_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t brrr_max_i64(int64_t a, int64_t b) { return a < b ? b : a; }

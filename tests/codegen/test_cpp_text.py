@@ -98,6 +98,30 @@ def test_contiguous_kernel_is_one_flat_loop():
         .check("out0[i0]").check_not("i1").run(src)
 
 
+def _rotate_half(x, sin):
+    return torch.cat((-x[..., 16:], x[..., :16]), dim=-1) * sin
+
+
+def test_cat_along_the_inner_dim_splits_into_plain_loads():
+    """One loop per half of the cat, each reading its input at an affine index: no
+    clamp (brrr_min_i64) and no select in either loop body."""
+    _, k = _kernel(_rotate_half, torch.randn(5, 32), torch.randn(32))
+    src = cpp.kernel_source(k, 1)
+    x_lo, x_hi = _buffer(k, "slice_2"), _buffer(k, "slice_1")     # x[..., :16], x[..., 16:]
+    (FileCheck().check("#pragma omp simd").check("for (int64_t i1 = lo; i1 < brrr_min_i64(hi, 16); ++i1)")
+     .check(f"{x_hi}[(i0*32 + i1)]").check_not(x_lo).check("out0[")
+     .check("#pragma omp simd").check("for (int64_t i1 = brrr_max_i64(lo, 16); i1 < hi; ++i1)")
+     .check(f"{x_lo}[(i0*32 + i1 + -16)]").check("out0[").check_not("#pragma omp simd").run(src))
+    body = src.partition("#pragma omp simd")[2]
+    assert "brrr_min_i64(" not in "".join(ln for ln in body.splitlines() if "for (" not in ln)
+    assert " ? " not in body
+
+
+def test_cat_along_an_outer_dim_keeps_one_clamped_loop():
+    _, k = _kernel(lambda a, b: torch.cat((a, -b), dim=0) * 2, torch.randn(3, 8), torch.randn(5, 8))
+    src = cpp.kernel_source(k, 1)
+    assert src.count("#pragma omp simd") == 1 and "brrr_min_i64(" in src.partition("omp simd")[2]
+
 def test_bfloat16_loads_and_stores_convert():
     _, k = _kernel(_mul_exp, *_inputs(torch.bfloat16))
     src = cpp.kernel_source(k, 1)

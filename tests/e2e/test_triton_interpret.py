@@ -85,6 +85,12 @@ def test_transposed_inputs_2d_tile(interpreter):
     assert "pointwise2d" in graphs[0].source
 
 
+def test_rotary_cat_keeps_one_masked_block(interpreter):
+    """The C++ printer splits cat's innermost loop (lower/split.py); Triton keeps the one
+    block of clamped loads and selects, which its masked lanes handle."""
+    graphs = check(zoo.rotary, *zoo.rotary_inputs((1, 4, 2, 10)), atol=0, rtol=0)
+    assert "tl.minimum(" in graphs[0].source and "tl.where(" in graphs[0].source
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
 @pytest.mark.parametrize("chain", zoo.INT_CHAINS, ids=lambda c: c.name)
 def test_integer_chains(interpreter, chain, dtype):
