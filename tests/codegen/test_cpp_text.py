@@ -122,6 +122,7 @@ def test_cat_along_an_outer_dim_keeps_one_clamped_loop():
     src = cpp.kernel_source(k, 1)
     assert src.count("#pragma omp simd") == 1 and "brrr_min_i64(" in src.partition("omp simd")[2]
 
+
 def test_bfloat16_loads_and_stores_convert():
     _, k = _kernel(_mul_exp, *_inputs(torch.bfloat16))
     src = cpp.kernel_source(k, 1)
