@@ -12,6 +12,7 @@ A merge of two groups is legal when
 """
 from __future__ import annotations
 
+import sympy
 import torch
 import torch.fx
 
@@ -97,6 +98,11 @@ def is_view(node: torch.fx.Node) -> bool:
 
 def shape_of(node) -> tuple:
     return symbolic.shape(tensor_val(node))
+
+
+def numel(node):
+    """The node's element count (a sympy expression when its sizes are symbolic)."""
+    return sympy.Mul(*shape_of(node))
 
 
 def stored_nodes(members: set, graph_outputs: set) -> list:

@@ -17,6 +17,7 @@ group takes in the views it reads its inputs through, so kernels index the views
 """
 from __future__ import annotations
 
+import sympy
 import torch.fx
 
 from brrr_compiler import ops
@@ -37,6 +38,31 @@ def duplicate_shared_views(gm: torch.fx.GraphModule) -> None:
             dup.meta = dict(node.meta)
             user.replace_input_with(node, dup)
     gm.graph.lint()
+
+
+def _reads_once(chains: dict) -> bool:
+    """Do the view chains read, in all, no more elements of each value than it has? (Equal
+    chains, the copies duplicate_shared_views made, read the same elements.)"""
+    read: dict = {}
+    distinct = {(n, tuple((v.target, v.args[1:], tuple(v.kwargs.items())) for v in chain)): chain
+                for (n, _), chain in chains.items()}
+    for (n, _), chain in distinct.items():
+        read[n] = read.get(n, 0) + legality.numel(chain[-1])
+    spare = [sympy.expand(legality.numel(n) - total) for n, total in read.items()]
+    return all(d.is_number and d >= 0 for d in spare)     # symbolic sizes: not known
+
+
+def _unit_stride(chains: dict, out) -> bool:
+    """Do the views step by one element along the dim `out` stores innermost? (A max-pool
+    over NCHW steps by two there: computing the producer inside those strided window loops
+    was measured 2x slower on the conv net than storing it and reading it back.)"""
+    val = legality.tensor_val(out)
+    dims = [d for d in range(val.dim()) if val.shape[d] != 1]
+    if not dims:
+        return True
+    inner = min(dims, key=lambda d: val.stride()[d])
+    return all(c[-1].meta["val"].dim() == val.dim() and c[-1].meta["val"].stride()[inner] == 1
+               for c in chains.values())
 
 
 def _graph_outputs(gm) -> frozenset:
@@ -61,6 +87,7 @@ class _Walk:
         self.group_of: dict = {}
         self.horizon = -1                   # order of the last grouped node
         self.decisions: list[Decision] = []
+        self.refused: list = []             # (consumer, groups) of illegal merges: revisit
 
     def producer_chain(self, arg):
         """Follow single-user fusible views up to a grouped producer: (producer, views)."""
@@ -83,14 +110,52 @@ class _Walk:
             producer, views = self.producer_chain(arg)
             if producer is None or self.group_of[producer] is self.group_of[node]:
                 continue
-            self.try_merge(self.group_of[producer], self.group_of[node] | set(views))
+            a, b = self.group_of[producer], self.group_of[node]
+            if self.try_merge(a, b | set(views)) is None:
+                self.refused.append((node, a, b))
 
-    def try_merge(self, a: set, b: set) -> bool:
+    def revisit(self) -> None:
+        """Propose once more the merges the walk refused as illegal: a cycle through a group
+        that was still growing, or a value stored for readers that later joined one group
+        (a max-pool's windows), may be gone now that the groups are complete. All the view
+        chains between the two join; a merge whose views read the producer's values more
+        than once on the whole (overlapping windows) would compute them again, so it is
+        left to a policy that weighs recomputation (the recompute offers)."""
+        refused, self.refused = self.refused, []
+        for node, a_then, b_then in refused:
+            for arg in node.all_input_nodes:
+                producer, _ = self.producer_chain(arg)
+                a, b = self.group_of.get(producer), self.group_of[node]
+                if a is None or a is b or (a is a_then and b is b_then):
+                    continue                     # merged since, or nothing changed
+                chains = self.view_chains(a, b)
+                stored = legality.stored_nodes(b, self.graph_outputs)
+                if stored and _reads_once(chains) and _unit_stride(chains, stored[0]):
+                    self.try_merge(a, b.union(*chains.values()))
+
+    def view_chains(self, a: set, b: set) -> dict:
+        """{(member of a, its user): the chain of fusible single-user views from that
+        member into b} (all of them must join, or a view left outside would read a value
+        `a` no longer stores)."""
+        found = {}
+        for n in a:
+            for u in n.users:
+                chain, v = [], u
+                while v not in self.group_of and v in self.fusible and legality.is_view(v) \
+                        and len(v.users) == 1:
+                    chain.append(v)
+                    v = next(iter(v.users))
+                if chain and self.group_of.get(v) is b:
+                    found[(n, u)] = chain
+        return found
+
+    def try_merge(self, a: set, b: set) -> bool | None:
+        """True: merged; False: the policy declined; None: illegal."""
         reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args,
                                       self.group_of, self.horizon, self.allow_across)
         if reason is not None:
             self.decisions.append(Decision(_describe(a), _describe(b), False, reason))
-            return False
+            return None
         merged = a | b
         candidate = MergeCandidate(
             frozenset(a), frozenset(b), legality.stored_nodes(merged, self.graph_outputs),
@@ -267,6 +332,7 @@ def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48
     walk = _Walk(gm, policy, max_args, device, allow_across)
     for node in gm.graph.nodes:
         walk.visit(node)
+    walk.revisit()
     walk.horizontal()
     if getattr(policy, "recompute", False):
         walk.recompute()

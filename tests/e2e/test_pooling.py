@@ -45,6 +45,16 @@ def test_batch_norm_relu_then_pool_inference_runs_no_aten_compute():
     assert len(graphs[0].kernels) == 2 and compute_calls(graphs[0]) == [], graphs[0]
 
 
+def test_channels_last_batch_norm_relu_pool_is_one_kernel():
+    """NHWC (as after a convolution, passes/conv_channels_last.py): the pool reads channels
+    contiguously, so batch norm + relu are computed inside its windows; NaN still wins."""
+    bn = torch.nn.BatchNorm2d(16).eval().requires_grad_(False)
+    bn.running_mean.normal_()
+    x = _x(2, 16, 8, 8, channels_last=True).detach()
+    graphs = check_against_eager(lambda x: F.max_pool2d(bn(x).relu(), 2), x, grad=False)
+    assert len(graphs[0].kernels) == 1 and compute_calls(graphs[0]) == [], graphs[0]
+
+
 def test_padded_pool_stays_in_aten_and_matches():
     x = torch.randn(1, 2, 7, 7, requires_grad=True)
     graphs = check_against_eager(lambda x: F.max_pool2d(x, 3, 2, padding=1), x)

@@ -87,8 +87,10 @@ def test_cycle_through_another_kernel_is_refused():
     assert _kernel_dag_is_acyclic(plan), str(plan)
     assert _group_with(plan, aten.sin.default) is not _group_with(plan, aten.mul.Tensor)
     refused = [d for d in plan.decisions if not d.accepted]
-    assert [(d.producer, d.consumer) for d in refused] == [("sin", "mul")], str(plan)
-    assert "cycle" in refused[0].reason
+    # the walk's proposal, and the revisit's once mul's kernel has grown
+    assert [(d.producer, d.consumer) for d in refused] == [("sin", "mul"),
+                                                           ("sin", "add+cos+mul")], str(plan)
+    assert all("cycle" in d.reason for d in refused)
 
 
 def test_none_policy_one_group_per_pointwise_node():
@@ -141,3 +143,30 @@ def test_views_of_inputs_join_the_group_that_reads_them():
     (group,) = plan.groups
     assert {n.name for n in group.inputs} == {"x_1", "mm"}, str(plan)
 
+
+def _pool(x, mean, inv):
+    """A batch norm's affine part and relu, then a 2x2 max-pool (windows side by side)."""
+    return torch.nn.functional.max_pool2d(((x - mean) * inv).relu(), 2)
+
+
+def test_pointwise_producer_joins_a_channels_last_pool():
+    """The walk refuses each window's merge on its own (the other windows' views would
+    read a value no longer stored); the revisit merges them all at once: NHWC windows
+    read channels contiguously, and each value once."""
+    x = _x(2, 4, 8, 8).contiguous(memory_format=torch.channels_last)
+    plan = plan_of(_pool, x, _x(4, 1, 1), _x(4, 1, 1))
+    assert len(plan.groups) == 1 and plan.aten_nodes() == [], str(plan)
+    assert plan.groups[0].domain == (2, 4, 4, 4)
+
+
+def test_pointwise_producer_stays_apart_from_an_nchw_pool():
+    """NCHW windows step by two along the innermost dim: not merged."""
+    plan = plan_of(_pool, _x(2, 4, 8, 8), _x(4, 1, 1), _x(4, 1, 1))
+    assert len(plan.groups) == 2, str(plan)
+
+
+def test_pointwise_producer_stays_apart_from_overlapping_windows():
+    """A 3x3 stride-1 pool would compute each relu value nine times: not merged."""
+    x = _x(2, 4, 8, 8).contiguous(memory_format=torch.channels_last)
+    plan = plan_of(lambda x: torch.nn.functional.max_pool2d(x.exp().relu(), 3, 1), x)
+    assert len(plan.groups) == 2, str(plan)
