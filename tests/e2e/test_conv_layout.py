@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.testing import assert_close
 
 from tests.helpers import check_against_eager
@@ -28,8 +29,10 @@ class _Net(nn.Module):
 @pytest.mark.parametrize("flatten", [False, True])
 def test_conv_net_inference_matches_eager(flatten):
     torch.manual_seed(0)
-    check_against_eager(_Net(flatten).eval(), torch.randn(4, 3, 16, 16), grad=False,
-                        atol=1e-4, rtol=1e-4)
+    graphs = check_against_eager(_Net(flatten).eval(), torch.randn(4, 3, 16, 16), grad=False,
+                                 atol=1e-4, rtol=1e-4)
+    copies = [k for k in graphs[0].kernels if k.aten_ops == ["aten.clone.default"]]
+    assert len(copies) == 3, graphs[0]       # x and both weights go channels-last
 
 
 # training: eager and brrr each get their own copy of the net, since a batch norm's
@@ -63,3 +66,27 @@ def test_bfloat16_conv_inference():
     torch.manual_seed(0)
     net = _Net(flatten=False).eval().to(torch.bfloat16)
     check_against_eager(net, torch.randn(2, 3, 16, 16, dtype=torch.bfloat16), grad=False)
+
+
+class _Residual(nn.Module):
+    """A residual block: the skip path (NCHW input) meets the NHWC convolution output."""
+
+    def __init__(self, c=8, groups=1, stride=1, dilation=1):
+        super().__init__()
+        self.a = nn.Conv2d(c, c, 3, stride=stride, padding=dilation, dilation=dilation,
+                           groups=groups)
+        self.b = nn.Conv2d(c, c, 1)
+        self.stride = stride
+
+    def forward(self, x):
+        skip = x[:, :, ::self.stride, ::self.stride]
+        return F.gelu(self.b(F.relu(self.a(x))) + skip)
+
+
+@pytest.mark.parametrize("groups,stride,dilation", [(1, 1, 1), (8, 1, 1), (2, 2, 1), (1, 1, 2)],
+                         ids=["plain", "depthwise", "grouped-strided", "dilated"])
+def test_residual_blocks_match_eager_with_gradients(groups, stride, dilation):
+    torch.manual_seed(0)
+    block = _Residual(groups=groups, stride=stride, dilation=dilation)
+    check_against_eager(block, torch.randn(2, 8, 9, 9, requires_grad=True), atol=1e-4,
+                        rtol=1e-4)
