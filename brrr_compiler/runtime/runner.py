@@ -19,6 +19,7 @@ import torch
 import torch.fx
 
 from brrr_compiler.log import warn_once
+from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
 from brrr_compiler.symbolic import size_sources
 
 
@@ -145,14 +146,14 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
     by_name = {n.name: n for n in src.nodes}
     groups = {g.id: g for g in plan.groups}
     compiled = _acyclic(plan, compiled)
-    dag, _ = _units(plan, compiled)
+    dag, grouped = _units(plan, compiled)
     units = nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"])
     sources = size_sources(src)
     graph, env = torch.fx.Graph(), {}
     for kind, key in units:
         if kind == "node":
             node = by_name[key]
-            env[node] = graph.node_copy(node, lambda a: env[a])
+            env[node] = _aten_call(graph, node, env, lambda n: n not in grouped)
             continue
         group = groups[key]
         call = make_call(compiled[key])
@@ -165,10 +166,30 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
             item.name = out.name
             item.meta = dict(out.meta)
             env[out] = item
+    _erase_unused_reinterprets(graph)
     # boxed code: forward(self, args) unpacks and clears the list, so each input is
     # freed at its last use instead of living for the whole call (peak memory)
     graph.set_codegen(torch.fx.graph._BoxedCodeGen())
     return torch.fx.GraphModule(plan.graph, graph)
+
+
+def _aten_call(graph, node, env, is_aten):
+    """`node` copied into the runner; a static view as one reinterpretation of the root
+    of its chain of ATen views (reinterpret.py)."""
+    alias = as_reinterpret(node, is_aten)
+    if alias is None:
+        return graph.node_copy(node, lambda a: env[a])
+    root, size, stride, offset = alias
+    call = graph.call_function(reinterpret, (env[root], size, stride, offset))
+    call.name, call.meta = node.name, dict(node.meta)
+    return call
+
+
+def _erase_unused_reinterprets(graph) -> None:
+    """Views only other views read are never built: their readers start from the root."""
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and node.target is reinterpret and not node.users:
+            graph.erase_node(node)
 
 
 def _size_arg(graph, env, source):
