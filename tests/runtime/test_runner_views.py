@@ -69,3 +69,14 @@ def test_symbolic_sizes_stay_aten_calls():
     gm = make_fx(f, tracing_mode="symbolic")(torch.randn(3, 4))
     t = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.t.default)
     assert as_reinterpret(t) is None
+
+
+def test_kernel_reads_views_of_a_matmul_through_its_root():
+    def f(x, w):
+        h = (x @ w).view(6, 2, 4)
+        return h[:, 1, 1:] * h[:, 0, :-1] + h.sum(1)[:, 1:]     # offsets 5 and 0 floats
+
+    x, w = torch.randn(6, 5, requires_grad=True), torch.randn(5, 8, requires_grad=True)
+    code = _runner(check_against_eager(f, x, w), "forward")
+    assert "brrr_reinterpret(mm" not in code, code     # the kernels take mm itself
+    FileCheck().check("mm = torch.ops.aten.mm.default").check("_mul_add(mm, mm,").run(code)
