@@ -33,7 +33,8 @@ reinterpret.__module__ = "brrr"     # the runner's code reads brrr_reinterpret(.
 
 def _val(node):
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    return val if isinstance(val, torch.Tensor) and val.layout == torch.strided else None
+    plain = isinstance(val, torch.Tensor) and val.layout == torch.strided and not val.is_quantized
+    return val if plain else None
 
 
 def _static(val) -> bool:
