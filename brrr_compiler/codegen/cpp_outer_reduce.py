@@ -7,8 +7,10 @@ reduced rows once and, per row, updates one accumulator per column with an `omp 
 loop over the contiguous columns. Tiles are as wide as the threads allow (up to
 MAX_TILE columns, and the tile arrays within MAX_TILE_BYTES): each row then reads long
 contiguous runs, which the hardware prefetcher streams, rather than 1 KB pieces 16 KB
-apart. Per-row values of the kernel (scalar phases, reduction results)
-become arrays over the tile. Rows are folded in chunks as in the row schedule.
+apart. Too few columns for a TILE per thread (a bias gradient's 256 on 2 threads) get
+narrower tiles, down to MIN_TILE, so that no thread idles. Per-row values of the kernel
+(scalar phases, reduction results) become arrays over the tile. Rows are folded in
+chunks as in the row schedule.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import sympy
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter, _init, _update
 from brrr_compiler.kernel_ir import Phase, Stmt
 
-TILE = 256              # the narrowest tile, and the only one when sizes are symbolic
+TILE = 256              # the tile when sizes are symbolic, and the narrowest the byte budget asks
+MIN_TILE = 64           # the narrowest tile, so that every thread gets columns (256 over 2 threads)
 MAX_TILE = 2048
 MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per element
 
@@ -130,7 +133,8 @@ class OuterReductionPrinter(ReductionPrinter):
         rows = int(sympy.Mul(*outer)) if outer else 1
         budget = MAX_TILE_BYTES // (8 * max(1, self._array_count()))
         tile = MAX_TILE
-        while tile > TILE and (tile > budget or rows * -(-int(last) // tile) < num_threads):
+        while (tile > TILE and tile > budget) or \
+                (tile > MIN_TILE and rows * -(-int(last) // tile) < num_threads):
             tile //= 2
         return tile
 

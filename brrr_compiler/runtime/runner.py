@@ -19,7 +19,13 @@ import torch
 import torch.fx
 
 from brrr_compiler.log import warn_once
+from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
 from brrr_compiler.symbolic import size_sources
+
+try:
+    from torch._C._dynamo.guards import _empty_strided_cpu
+except ImportError:  # pragma: no cover - older torch
+    _empty_strided_cpu = None
 
 
 @dataclass
@@ -53,16 +59,21 @@ def _static_specs(specs):
         return None
 
 
-def make_call(kernel: CompiledKernel):
-    """A Python function running one kernel: inputs (then sizes) in, new outputs out."""
+def make_call(kernel: CompiledKernel, offsets=()):
+    """A Python function running one kernel: inputs (then sizes) in, new outputs out.
+    `offsets`: bytes to add to each input's data pointer (an input passed as the tensor
+    it is a view of; see _kernel_call)."""
     fn, nin = kernel.fn, len(kernel.input_names)
     empty, device = torch.empty_strided, kernel.device
     ptr = (lambda t: t) if kernel.tensor_args else torch.Tensor.data_ptr
+    pointers = _input_pointers(ptr, tuple(offsets))
     static = _static_specs(kernel.out_specs)
     if static is not None and not kernel.size_vars:
+        alloc = _allocator(device)
+
         def call(*inputs):
-            outs = [empty(shape, stride, dtype=dtype, device=device) for shape, stride, dtype in static]
-            fn(*[ptr(t) for t in inputs], *[ptr(o) for o in outs])
+            outs = [alloc(shape, stride, dtype) for shape, stride, dtype in static]
+            fn(*pointers(inputs), *map(ptr, outs))
             return outs
     else:
         layout = sympy.lambdify(kernel.size_vars or [], [[list(sh), list(st)] for sh, st, _ in
@@ -73,7 +84,7 @@ def make_call(kernel: CompiledKernel):
             inputs, sizes = args[:nin], [int(s) for s in args[nin:]]
             outs = [empty([int(x) for x in sh], [int(x) for x in st], dtype=dt, device=device)
                     for (sh, st), dt in zip(layout(*sizes), dtypes)]
-            fn(*[ptr(t) for t in inputs], *[ptr(o) for o in outs], *sizes)
+            fn(*pointers(inputs), *[ptr(o) for o in outs], *sizes)
             return outs
 
     if kernel.take_error is not None:
@@ -81,6 +92,21 @@ def make_call(kernel: CompiledKernel):
     call.__name__ = call.__qualname__ = kernel.name
     call.__module__ = "brrr"
     return call
+
+
+def _input_pointers(ptr, offsets: tuple):
+    if not any(offsets):
+        return lambda inputs: map(ptr, inputs)
+    return lambda inputs: [ptr(t) + off for t, off in zip(inputs, offsets)]
+
+
+def _allocator(device):
+    """empty_strided(shape, stride, dtype) on `device`; on the CPU torch's fast path for
+    it (what inductor's generated code calls: half the cost of torch.empty_strided)."""
+    if device is None and _empty_strided_cpu is not None:
+        return _empty_strided_cpu
+    return lambda shape, stride, dtype: torch.empty_strided(shape, stride, dtype=dtype,
+                                                            device=device)
 
 
 # The error flag is one per library: a kernel call and the read of its flag must not
@@ -145,30 +171,64 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
     by_name = {n.name: n for n in src.nodes}
     groups = {g.id: g for g in plan.groups}
     compiled = _acyclic(plan, compiled)
-    dag, _ = _units(plan, compiled)
+    dag, grouped = _units(plan, compiled)
     units = nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"])
     sources = size_sources(src)
     graph, env = torch.fx.Graph(), {}
+
+    def is_aten(n):
+        return n not in grouped
+
     for kind, key in units:
         if kind == "node":
-            node = by_name[key]
-            env[node] = graph.node_copy(node, lambda a: env[a])
-            continue
-        group = groups[key]
-        call = make_call(compiled[key])
-        args = tuple(env[by_name[name]] for name in compiled[key].input_names)
-        args += tuple(_size_arg(graph, env, sources[s]) for s in compiled[key].size_vars or [])
-        res = graph.call_function(call, args)
-        res.name = compiled[key].name
-        for i, out in enumerate(group.outputs):
-            item = graph.call_function(operator.getitem, (res, i))
-            item.name = out.name
-            item.meta = dict(out.meta)
-            env[out] = item
+            env[by_name[key]] = _aten_call(graph, by_name[key], env, is_aten)
+        else:
+            env.update(_kernel_call(graph, env, compiled[key], groups[key].outputs, by_name,
+                                    sources, is_aten))
+    _erase_unused_reinterprets(graph)
     # boxed code: forward(self, args) unpacks and clears the list, so each input is
     # freed at its last use instead of living for the whole call (peak memory)
     graph.set_codegen(torch.fx.graph._BoxedCodeGen())
     return torch.fx.GraphModule(plan.graph, graph)
+
+
+def _kernel_call(graph, env, kernel, outputs, by_name, sources, is_aten) -> dict:
+    """One kernel call; returns {output node: its value}. An input that is a static view
+    the runner would build is passed as the root of that view and a byte offset instead:
+    the kernel indexes it with the view's strides already, so the view is never built."""
+    inputs, offsets = [], []
+    for name in kernel.input_names:
+        node = by_name[name]
+        alias = as_reinterpret(node, is_aten) if is_aten(node) and not kernel.tensor_args else None
+        inputs.append(env[alias[0] if alias else node])
+        offsets.append(alias[3] * node.meta["val"].element_size() if alias else 0)
+    sizes = tuple(_size_arg(graph, env, sources[s]) for s in kernel.size_vars or [])
+    res = graph.call_function(make_call(kernel, offsets), tuple(inputs) + sizes)
+    res.name = kernel.name
+    values = {}
+    for i, out in enumerate(outputs):
+        values[out] = item = graph.call_function(operator.getitem, (res, i))
+        item.name, item.meta = out.name, dict(out.meta)
+    return values
+
+
+def _aten_call(graph, node, env, is_aten):
+    """`node` copied into the runner; a static view as one reinterpretation of the root
+    of its chain of ATen views (reinterpret.py)."""
+    alias = as_reinterpret(node, is_aten)
+    if alias is None:
+        return graph.node_copy(node, lambda a: env[a])
+    root, size, stride, offset = alias
+    call = graph.call_function(reinterpret, (env[root], size, stride, offset))
+    call.name, call.meta = node.name, dict(node.meta)
+    return call
+
+
+def _erase_unused_reinterprets(graph) -> None:
+    """Views only other views read are never built: their readers start from the root."""
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and node.target is reinterpret and not node.users:
+            graph.erase_node(node)
 
 
 def _size_arg(graph, env, source):

@@ -1,0 +1,82 @@
+"""The runner builds static views as one reinterpretation of the root of their chain
+(runtime/reinterpret.py) instead of one ATen call per link; results match eager."""
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.testing import FileCheck, assert_close
+
+from brrr_compiler.runtime.reinterpret import as_reinterpret
+from tests.helpers import aten_graph, check_against_eager
+
+
+def _runner(graphs, kind):
+    return next(g for g in graphs if g.kind == kind).runner_code
+
+
+def _linear_chain(x, w):
+    # t(t(w)) and view(view(x)) are chains of views; mm's operands are views of inputs
+    h = (x.view(8, 4, 6).view(32, 6) @ w.t().t().t()).relu()
+    return h.view(8, 4, 5).transpose(0, 1) * 2
+
+
+def test_view_chains_are_one_reinterpret_each():
+    x = torch.randn(8, 24, requires_grad=True)
+    w = torch.randn(5, 6, requires_grad=True)
+    graphs = check_against_eager(_linear_chain, x, w)
+    code = _runner(graphs, "forward")
+    FileCheck().check("brrr_reinterpret(").check("aten.mm.default").run(code)
+    for op in ("aten.view.", "aten.t.", "aten.transpose.", "aten._unsafe_view."):
+        assert op not in code, code
+    # t(t(t(w))): one reinterpretation of w, the inner links are never built
+    assert "brrr_reinterpret(primals_2, [6, 5], [1, 6], 0)" in code, code
+    assert "brrr_reinterpret(t" not in code and "brrr_reinterpret(view" not in code, code
+
+
+def test_views_of_offset_and_strided_inputs():
+    def f(x):
+        return (x[1:4, 2:].t() @ x[:3, :4]).sum(0) + x[0, :4]
+
+    base = torch.randn(5, 7)
+    check_against_eager(f, base[:, 1:].requires_grad_())
+
+
+def test_output_that_views_an_input_stays_an_alias():
+    def f(x, y):
+        return x.t()[1:], (y + 1).view(2, 6)
+
+    x, y = torch.randn(4, 3), torch.randn(3, 4)
+    out = torch.compile(f, backend="brrr")(x, y)
+    expected = f(x, y)
+    assert_close(out, expected)
+    assert out[0].data_ptr() == expected[0].data_ptr()     # a view of x, as eager's
+
+
+def test_a_reshape_that_copies_is_not_reinterpreted():
+    def f(x):
+        return x.t().reshape(-1)
+
+    gm = aten_graph(f, torch.randn(3, 4))
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    clone = next(n for n in nodes if n.target is torch.ops.aten.clone.default)
+    last = nodes[-1]
+    assert as_reinterpret(last) == (clone, [12], [1], 0)   # a view of the copy, not of x
+    assert as_reinterpret(clone) is None
+
+
+def test_symbolic_sizes_stay_aten_calls():
+    def f(x):
+        return x.t() @ x
+
+    gm = make_fx(f, tracing_mode="symbolic")(torch.randn(3, 4))
+    t = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.t.default)
+    assert as_reinterpret(t) is None
+
+
+def test_kernel_reads_views_of_a_matmul_through_its_root():
+    def f(x, w):
+        h = (x @ w).view(6, 2, 4)
+        return h[:, 1, 1:] * h[:, 0, :-1] + h.sum(1)[:, 1:]     # offsets 5 and 0 floats
+
+    x, w = torch.randn(6, 5, requires_grad=True), torch.randn(5, 8, requires_grad=True)
+    code = _runner(check_against_eager(f, x, w), "forward")
+    assert "brrr_reinterpret(mm" not in code, code     # the kernels take mm itself
+    FileCheck().check("mm = torch.ops.aten.mm.default").check("_mul_add(mm, mm,").run(code)
