@@ -117,6 +117,23 @@ def _extreme_all(value_op):
     return decomposition
 
 
+def slice_backward(grad, input_sizes, dim, start, end, step):
+    """The gradient of a step-1 slice as a cat of the gradient between zeros: pointwise, so
+    it fuses with the add that usually sums several such gradients (rotary's two halves),
+    where ATen's slice_backward is a fill and a strided copy of its own."""
+    if step != 1 or not all(isinstance(v, int) for v in (*input_sizes, start, end)):
+        return NotImplemented
+    dim = dim % len(input_sizes)
+    size = input_sizes[dim]
+    start = min(max(start + size if start < 0 else start, 0), size)
+    pieces = [(start, None), (grad.shape[dim], grad), (size - start - grad.shape[dim], None)]
+    parts = [g if g is not None else aten.full.default(
+                 [n if d == dim else s for d, s in enumerate(input_sizes)], 0,
+                 dtype=grad.dtype, device=grad.device)
+             for n, g in pieces if n > 0 or g is not None]
+    return aten.cat.default(parts, dim) if len(parts) > 1 else aten.clone.default(grad)
+
+
 def table() -> dict:
     return {
         aten.var_mean.correction: var_mean,
@@ -130,4 +147,5 @@ def table() -> dict:
         aten.max.default: _extreme_all(aten.amax.default),
         aten.min.default: _extreme_all(aten.amin.default),
         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
+        aten.slice_backward.default: slice_backward,
     }

@@ -27,10 +27,12 @@ from brrr_compiler.partition.policy import FusionPolicy, MergeCandidate
 
 
 def duplicate_shared_views(gm: torch.fx.GraphModule) -> None:
-    """Give every multi-user view node one private copy per user (last node first, so
-    a view of a view that was just copied is copied for each of those copies too)."""
+    """Give every multi-user view node, and every constant (a fill that reads no tensor:
+    CSE merges the zeros of several slice gradients), one private copy per user (last
+    node first, so a view of a view that was just copied is copied for each of those
+    copies too)."""
     for node in reversed(list(gm.graph.nodes)):
-        if not legality.is_view(node) or len(node.users) < 2:
+        if not (legality.is_view(node) or _constant(node)) or len(node.users) < 2:
             continue
         for user in list(node.users)[1:]:
             with gm.graph.inserting_after(node):
@@ -38,6 +40,11 @@ def duplicate_shared_views(gm: torch.fx.GraphModule) -> None:
             dup.meta = dict(node.meta)
             user.replace_input_with(node, dup)
     gm.graph.lint()
+
+
+def _constant(node) -> bool:
+    return (node.op == "call_function" and not node.all_input_nodes
+            and ops.kind_of(node) is ops.Kind.POINTWISE)
 
 
 def _reads_once(chains: dict) -> bool:

@@ -384,3 +384,21 @@ def test_cat_of_many_inputs_keeps_one_loop():
     graphs = check_against_eager(lambda *xs: torch.cat([x * 2 for x in xs], dim=-1) + 1, *xs,
                                  grad=False, atol=0, rtol=0)
     assert _simd_loops(graphs) == 1
+
+
+def _halves(x):
+    d = x.shape[-1] // 2
+    return torch.cat((-x[..., d:], x[..., :d]), -1) * 2 + x[..., 1:-1].exp().sum(-1, True)
+
+
+@pytest.mark.parametrize("shape", [(2, 8), (3, 7), (4, 2, 10)], ids=str)
+def test_slice_gradients_become_fused_cats(shape):
+    """slice_backward (step 1) decomposes to a cat of the gradient between zeros: the
+    backward has no ATen slice_backward and matches eager."""
+    graphs = check_against_eager(_halves, torch.randn(*shape, requires_grad=True))
+    backward = graphs[-1]
+    assert not [op for _, op in backward.aten_nodes if "slice_backward" in op], backward
+
+
+def test_strided_slice_gradient_stays_in_aten():
+    check_against_eager(lambda x: x[:, ::2].exp(), torch.randn(3, 8, requires_grad=True))
