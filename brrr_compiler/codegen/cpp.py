@@ -17,6 +17,7 @@ import torch
 
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
+from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
 from brrr_compiler.codegen.cpp_tiled import tiled_loops, transposed_var
 from brrr_compiler.lower.loops import reduces_outer_dim
 from brrr_compiler.lower.split import split_inner
@@ -230,16 +231,23 @@ def _loops(k: Kernel, num_threads: int) -> list[str]:
 
 def _inner_loops(k: Kernel) -> list[str]:
     """The innermost loop over [lo, hi), or one loop per piece of it where it splits
-    (lower/split.py: cat's inputs, each a plain contiguous load in its own piece)."""
+    (lower/split.py: cat's inputs, each a plain contiguous load in its own piece); stores
+    of outputs larger than the caches stream past them (cpp_stream.py)."""
     v = k.loop_vars[-1]
     pieces = split_inner(k) or [(0, None, k)]
+    stream = streamed(k)
     lines = []
     for j, (a, b, piece) in enumerate(pieces):
         start = "lo" if j == 0 else f"brrr_max_i64(lo, {a})"
         end = "hi" if j == len(pieces) - 1 else f"brrr_min_i64(hi, {b})"
+        if stream:
+            dtypes = {s.out: s.dtype for s in piece.body if s.out}
+            lines += chunked_loop(piece.body, stream, v, start, end,
+                                  lambda s: stmt_line(s, dtypes), cexpr, "    ")
+            continue
         lines += ["    #pragma omp simd", f"    for (int64_t {v} = {start}; {v} < {end}; ++{v}) {{"]
         lines += _body_lines(piece, "      ") + ["    }"]
-    return lines
+    return lines + (["    brrr_stream_fence();"] if stream else [])
 
 
 def kernel_source(k: Kernel, num_threads: int) -> str:

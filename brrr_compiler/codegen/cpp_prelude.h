@@ -147,6 +147,38 @@ static inline uint16_t brrr_bf16_bits(float f) {
 }
 static inline float brrr_round_f16(float f) { return (float)(brrr_half)f; }
 
+// Streaming stores (codegen/cpp_stream.py): n floats from a small local array to dst,
+// non-temporal (whole lines, no read of the old line) where dst is 64- (or 32-) byte
+// aligned, ordinary stores at the head and tail. The fence orders them before whatever
+// the thread does next (another thread reading the output after the parallel region).
+static inline void brrr_stream_f32(float* __restrict dst, const float* __restrict src,
+                                   int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  typedef float brrr_v16 __attribute__((vector_size(64)));
+  for (; i < n && ((uintptr_t)(dst + i) & 63); ++i) dst[i] = src[i];
+  for (; i + 16 <= n; i += 16) {
+    brrr_v16 x;
+    memcpy(&x, src + i, 64);
+    __builtin_ia32_movntps512(dst + i, x);
+  }
+#elif defined(__AVX__)
+  typedef float brrr_v8 __attribute__((vector_size(32)));
+  for (; i < n && ((uintptr_t)(dst + i) & 31); ++i) dst[i] = src[i];
+  for (; i + 8 <= n; i += 8) {
+    brrr_v8 x;
+    memcpy(&x, src + i, 32);
+    __builtin_ia32_movntps256(dst + i, x);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = src[i];
+}
+static inline void brrr_stream_fence(void) {
+#if defined(__SSE__)
+  __builtin_ia32_sfence();
+#endif
+}
+
 // maximum/minimum propagate NaN from either side, like torch.maximum/minimum. Three
 // selects one after another, not nested: gcc 12 if-converts a loop with several nested
 // ones next to other selects (a max-pool window over a relu) into branches, unvectorized

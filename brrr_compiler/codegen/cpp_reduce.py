@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
+from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed_rows
 from brrr_compiler.codegen.cpp_scratch import rows_in_outputs
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
@@ -67,6 +68,7 @@ class ReductionPrinter:
         self.arg_dtype = {s.out: self.dtypes.get(s.args[0]) for s in kernel.body
                           if s.op == "reduce"}
         self.prefetch = NextRowPrefetch(kernel, cexpr)
+        self.stream = streamed_rows(kernel)       # outputs larger than the caches
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
@@ -125,6 +127,12 @@ class ReductionPrinter:
             clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}  #pragma omp simd " + " ".join(clauses))
+        if not reds and self.stream & {s.buffer for s in phase.body if s.op == "store"}:
+            lines.pop()                                      # the chunks have their own simd
+            lines += chunked_loop(phase.body, self.stream, inner, f"cb - ro * {m}",
+                                  f"ce - ro * {m}", lambda s: self.stmt_line(s, self.dtypes),
+                                  self.cexpr, indent + "  ")
+            return lines + [f"{indent}  cb = ce;", f"{indent}}}", f"{indent}brrr_stream_fence();"]
         lines.append(f"{indent}  for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
         lines += self._body(phase.body, indent + "    ", True)
         lines.append(f"{indent}  }}")
