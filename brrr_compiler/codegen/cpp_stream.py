@@ -56,13 +56,15 @@ def streamed_rows(k: Kernel) -> set[str]:
 
 
 def _contiguous_stores(k: Kernel, inner) -> set[str]:
-    """float32 outputs stored at unit stride along `inner` and never read back (a softmax
+    """float32 outputs stored once, at unit stride along `inner`, never read back (a softmax
     that keeps its exp row in the output row re-reads it: streaming that output's final
     store past the cache, over lines the row phase left dirty there, measured 7.7 ->
     10.4 ms)."""
     allv = k.all_vars()
     read = {s.buffer for s in k.body if s.op == "load"}
-    return {s.buffer for s in k.body if s.op == "store" and s.dtype is torch.float32
+    stores = [s for s in k.body if s.op == "store"]
+    once = {b for b in {s.buffer for s in stores} if sum(s.buffer == b for s in stores) == 1}
+    return {s.buffer for s in stores if s.dtype is torch.float32 and s.buffer in once
             and s.buffer not in read and linear_coeff(s.index, inner, allv) == 1}
 
 
