@@ -44,12 +44,11 @@ LAYOUT_FREE_OUTPUTS = "layout_free_outputs"   # the gm.meta key of the module no
 def conv_channels_last(gm: GraphModule) -> GraphModule:
     """Copy the layout arguments of eligible convolutions to channels-last (module note).
     The work happens on a copy of the graph, which replaces gm's only when it succeeds."""
-    if not torch.backends.mkldnn.is_available() or not _static(gm.graph):
+    if not any(n.target in _LAYOUT_ARGS and _eligible(n) for n in gm.graph.nodes) \
+            or not torch.backends.mkldnn.is_available() or not _static(gm.graph):
         return gm
     graph = copy.deepcopy(gm.graph)      # nodes' meta dicts are copied, their values shared
     convs = [n for n in graph.nodes if n.target in _LAYOUT_ARGS and _eligible(n)]
-    if not convs:
-        return gm
     try:
         _to_channels_last(graph, convs, set(gm.meta.get(LAYOUT_FREE_OUTPUTS, ())))
     except Exception as err:    # an op FakeTensors cannot re-run: no layout change at all

@@ -235,7 +235,7 @@ def _inner_loops(k: Kernel) -> list[str]:
     of outputs larger than the caches stream past them (cpp_stream.py)."""
     v = k.loop_vars[-1]
     pieces = split_inner(k) or [(0, None, k)]
-    stream = streamed(k)
+    stream = streamed(k) if len(pieces) == 1 else set()
     lines = []
     for j, (a, b, piece) in enumerate(pieces):
         start = "lo" if j == 0 else f"brrr_max_i64(lo, {a})"

@@ -151,24 +151,23 @@ static inline float brrr_round_f16(float f) { return (float)(brrr_half)f; }
 // non-temporal (whole lines, no read of the old line) where dst is 64- (or 32-) byte
 // aligned, ordinary stores at the head and tail. The fence orders them before whatever
 // the thread does next (another thread reading the output after the parallel region).
+#if defined(__AVX512F__)
+#define BRRR_NT_LANES 16
+#define BRRR_NT_STORE __builtin_ia32_movntps512
+#elif defined(__AVX__)
+#define BRRR_NT_LANES 8
+#define BRRR_NT_STORE __builtin_ia32_movntps256
+#endif
 static inline void brrr_stream_f32(float* __restrict dst, const float* __restrict src,
                                    int64_t n) {
   int64_t i = 0;
-#if defined(__AVX512F__)
-  typedef float brrr_v16 __attribute__((vector_size(64)));
-  for (; i < n && ((uintptr_t)(dst + i) & 63); ++i) dst[i] = src[i];
-  for (; i + 16 <= n; i += 16) {
-    brrr_v16 x;
-    memcpy(&x, src + i, 64);
-    __builtin_ia32_movntps512(dst + i, x);
-  }
-#elif defined(__AVX__)
-  typedef float brrr_v8 __attribute__((vector_size(32)));
-  for (; i < n && ((uintptr_t)(dst + i) & 31); ++i) dst[i] = src[i];
-  for (; i + 8 <= n; i += 8) {
-    brrr_v8 x;
-    memcpy(&x, src + i, 32);
-    __builtin_ia32_movntps256(dst + i, x);
+#ifdef BRRR_NT_LANES
+  typedef float brrr_vnt __attribute__((vector_size(4 * BRRR_NT_LANES)));
+  for (; i < n && ((uintptr_t)(dst + i) & (4 * BRRR_NT_LANES - 1)); ++i) dst[i] = src[i];
+  for (; i + BRRR_NT_LANES <= n; i += BRRR_NT_LANES) {
+    brrr_vnt x;
+    memcpy(&x, src + i, sizeof x);
+    BRRR_NT_STORE(dst + i, x);
   }
 #endif
   for (; i < n; ++i) dst[i] = src[i];

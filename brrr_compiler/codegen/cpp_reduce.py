@@ -123,16 +123,15 @@ class ReductionPrinter:
             lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
         if prefetch:
             lines += self.prefetch.segment(phase, indent + "  ", f"cb - ro * {m}", f"ce - ro * {m}")
-        if all(r.value not in ("argmax", "argmin") for r in reds):
-            clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
-            clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
-            lines.append(f"{indent}  #pragma omp simd " + " ".join(clauses))
         if not reds and self.stream & {s.buffer for s in phase.body if s.op == "store"}:
-            lines.pop()                                      # the chunks have their own simd
             lines += chunked_loop(phase.body, self.stream, inner, f"cb - ro * {m}",
                                   f"ce - ro * {m}", lambda s: self.stmt_line(s, self.dtypes),
                                   self.cexpr, indent + "  ")
             return lines + [f"{indent}  cb = ce;", f"{indent}}}", f"{indent}brrr_stream_fence();"]
+        if all(r.value not in ("argmax", "argmin") for r in reds):
+            clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
+            clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
+            lines.append(f"{indent}  #pragma omp simd " + " ".join(clauses))
         lines.append(f"{indent}  for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
         lines += self._body(phase.body, indent + "    ", True)
         lines.append(f"{indent}  }}")

@@ -22,7 +22,6 @@ import torch
 
 from brrr_compiler.kernel_ir import Kernel, Stmt
 from brrr_compiler.lower.loops import linear_coeff
-from brrr_compiler.lower.split import split_inner
 
 STREAM_MIN_BYTES = 32 << 20     # an output this large goes past the last-level cache
 CHUNK = 256                     # values staged per streamed store (1 KB: stays in L1)
@@ -33,10 +32,11 @@ MIN_RUN = 1024                  # inner loops shorter than this store in short r
 
 def streamed(k: Kernel) -> set[str]:
     """Buffers of `k`'s float32 stores that stream: contiguous along an inner loop of at
-    least MIN_RUN, in a kernel whose every store writes at least STREAM_MIN_BYTES."""
+    least MIN_RUN, in a kernel whose every store writes at least STREAM_MIN_BYTES (the
+    caller leaves out an inner loop split at cat boundaries: its pieces are short runs)."""
     if k.is_reduction or not k.loop_vars or not all(r.is_Integer for r in k.ranges):
         return set()
-    if int(k.ranges[-1]) < MIN_RUN or split_inner(k):
+    if int(k.ranges[-1]) < MIN_RUN:
         return set()
     if int(sympy.Mul(*k.ranges)) * 4 < STREAM_MIN_BYTES:
         return set()

@@ -96,12 +96,29 @@ class _Walk:
         self.decisions: list[Decision] = []
         self.refused: list = []             # (consumer, groups) of illegal merges: revisit
 
+    def _chainable(self, n) -> bool:
+        """A fusible single-user view: index arithmetic that may join its user's kernel."""
+        return n in self.fusible and legality.is_view(n) and len(n.users) == 1
+
+    def views_up(self, n) -> tuple[list, object]:
+        """(the chain of chainable views above `n`, the node it starts from)."""
+        views = []
+        while self._chainable(n):
+            views.append(n)
+            n = n.args[0]
+        return views, n
+
+    def views_down(self, n) -> tuple[list, object]:
+        """(the chain of ungrouped chainable views from `n` down, the node it ends at)."""
+        views = []
+        while n not in self.group_of and self._chainable(n):
+            views.append(n)
+            n = next(iter(n.users))
+        return views, n
+
     def producer_chain(self, arg):
         """Follow single-user fusible views up to a grouped producer: (producer, views)."""
-        views = []
-        while arg in self.fusible and legality.is_view(arg) and len(arg.users) == 1:
-            views.append(arg)
-            arg = arg.args[0]
+        views, arg = self.views_up(arg)
         return (arg, views) if arg in self.group_of else (None, [])
 
     def visit(self, node) -> None:
@@ -147,12 +164,8 @@ class _Walk:
         found = {}
         for n in a:
             for u in n.users:
-                chain, v = [], u
-                while v not in self.group_of and v in self.fusible and legality.is_view(v) \
-                        and len(v.users) == 1:
-                    chain.append(v)
-                    v = next(iter(v.users))
-                if chain and self.group_of.get(v) is b:
+                chain, end = self.views_down(u)
+                if chain and self.group_of.get(end) is b:
                     found[(n, u)] = chain
         return found
 
@@ -190,12 +203,9 @@ class _Walk:
         None if a graph output or anything but a group (through fusible views) reads it."""
         found: dict = {}
         for u in p.users:
-            node, views = u, []
-            while node not in self.group_of:
-                if not (node in self.fusible and legality.is_view(node) and len(node.users) == 1):
-                    return None
-                views.append(node)
-                node = next(iter(node.users))
+            views, node = self.views_down(u)
+            if node not in self.group_of:
+                return None
             if self.group_of[node] is not a:
                 found.setdefault(id(self.group_of[node]), [self.group_of[node], []])[1] += views
         return None if p in self.graph_outputs else [g | set(v) for g, v in found.values()]
@@ -303,11 +313,7 @@ class _Walk:
         call, and views of one base become one kernel argument."""
         for members in self.unique_groups():
             for n in legality.external_inputs(members):
-                chain = []
-                while (n in self.fusible and legality.is_view(n) and len(n.users) == 1
-                       and n not in self.graph_outputs):
-                    chain.append(n)
-                    n = n.args[0]
+                chain, _ = self.views_up(n)
                 members.update(chain)
                 self.group_of.update(dict.fromkeys(chain, members))
 

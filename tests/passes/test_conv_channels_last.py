@@ -129,3 +129,15 @@ def test_ineligible_convolutions_are_left_alone(case):
     gm = _pass(fn, *args, tracing_mode=mode)
     assert _layout_copies(gm) == []
     assert_close(gm(*args), fn(*args))
+
+
+def test_output_of_other_strides_is_copied_back_into_them():
+    """An output whose eager strides are neither contiguous nor channels-last (a
+    transposed view of the convolution) gets a copy into an empty tensor of its strides."""
+    def fn(x, w):
+        return F.conv2d(x, w).transpose(1, 2)
+
+    args = (torch.randn(2, 8, 6, 6), torch.randn(16, 8, 3, 3))
+    gm = _pass(fn, *args)
+    assert aten.empty_strided.default in [n.target for n in gm.graph.nodes]
+    _check(gm, fn, *args)
