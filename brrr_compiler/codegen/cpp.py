@@ -20,6 +20,7 @@ from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
 from brrr_compiler.codegen.cpp_tiled import tiled_loops, transposed_var
 from brrr_compiler.lower.loops import reduces_outer_dim
+from brrr_compiler.lower.signs import NONPOSITIVE
 from brrr_compiler.lower.split import split_inner
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
@@ -137,6 +138,8 @@ def op_expr(s: Stmt, args: list[str], arg_dtypes: list[torch.dtype]) -> str:
     ct = CTYPE[dt]
     if op in _INFIX:
         return f"({args[0]} {_INFIX[op]} {args[1]})"
+    if op == "exp" and s.value == NONPOSITIVE and dt is not torch.float64:
+        return f"brrr_expf_nonpos({args[0]})"
     if op in ("erf", "exp") and dt is not torch.float64:
         return f"brrr_{op}f({args[0]})"
     if op in _LIBM:

@@ -17,6 +17,7 @@ from brrr_compiler.kernel_ir import Kernel, Phase
 
 LINE_BYTES = 64
 MAX_ROW_ELEMS = 65536   # a row of this many elements per buffer (256 KB of fp32) still fits
+LOCALITY = 1            # __builtin_prefetch locality: into L2 (0-3: nta, t2, t1, t0)
 
 
 class NextRowPrefetch:
@@ -58,7 +59,7 @@ class NextRowPrefetch:
             addr = self.cexpr(index.xreplace(subs))
             lines += [f"{indent}if (pf_row)",
                       f"{indent}  for (int64_t pf = {lo}; pf < {hi}; pf += {step}) "
-                      f"__builtin_prefetch(&{buf}[{addr}], 0, 3);"]
+                      f"__builtin_prefetch(&{buf}[{addr}], 0, {LOCALITY});"]
         return lines
 
 

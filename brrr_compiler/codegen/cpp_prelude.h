@@ -58,6 +58,20 @@ static inline float brrr_erff(float x) {
   return __builtin_fabsf(x) >= 3.9f ? __builtin_copysignf(1.0f, x) : r;
 }
 
+static inline float brrr_exp_poly(float x, float t, float shifter) {
+  // e^r for r = x - n ln2, n = t - shifter (ln2 in two parts, Cody-Waite)
+  const float n = t - shifter;
+  float r = __builtin_fmaf(n, -0.693359375f, x);
+  r = __builtin_fmaf(n, 2.12194440e-4f, r);
+  float p = 1.3814598385e-03f;
+  p = __builtin_fmaf(p, r, 8.3687169226e-03f);
+  p = __builtin_fmaf(p, r, 4.1668388053e-02f);
+  p = __builtin_fmaf(p, r, 1.6666520631e-01f);
+  p = __builtin_fmaf(p, r, 4.9999993448e-01f);
+  p = __builtin_fmaf(p, r, 1.0f);
+  return __builtin_fmaf(p, r, 1.0f);
+}
+
 // exp for float: e^x = 2^n * e^r with n = round(x / ln2) and |r| <= ln2 / 2 (Cody-Waite
 // reduction, ln2 in two parts), e^r by a degree-6 polynomial fitted for this project
 // (relative error 3.1e-9 in exact arithmetic; <= 0.87 ulp vs the exact value when
@@ -68,16 +82,7 @@ static inline float brrr_erff(float x) {
 static inline float brrr_expf(float x) {
   const float shifter = 12582912.0f;   // 1.5 * 2^23: adding it rounds to an integer
   const float t = __builtin_fmaf(x, 1.44269504088896341f, shifter);
-  const float n = t - shifter;
-  float r = __builtin_fmaf(n, -0.693359375f, x);
-  r = __builtin_fmaf(n, 2.12194440e-4f, r);
-  float p = 1.3814598385e-03f;
-  p = __builtin_fmaf(p, r, 8.3687169226e-03f);
-  p = __builtin_fmaf(p, r, 4.1668388053e-02f);
-  p = __builtin_fmaf(p, r, 1.6666520631e-01f);
-  p = __builtin_fmaf(p, r, 4.9999993448e-01f);
-  p = __builtin_fmaf(p, r, 1.0f);
-  p = __builtin_fmaf(p, r, 1.0f);
+  const float p = brrr_exp_poly(x, t, shifter);
   int32_t tb;
   memcpy(&tb, &t, 4);
   const int32_t ni = tb - 0x4B400000, n1 = ni >> 1;   // n as an integer, |n| <= 150 here
@@ -87,6 +92,26 @@ static inline float brrr_expf(float x) {
   memcpy(&s2, &b2, 4);
   const float res = p * s1 * s2;
   return x > 88.8f ? __builtin_inff() : (x < -104.0f ? 0.0f : res);
+}
+
+// exp of an argument known to be <= 0 (x - max over a row: lower/signs.py). It cannot
+// overflow, so 2^n is one power of two built by a shift: with 127 added to the shifter,
+// the low bits of t hold n + 127, and shifted left by 23 they are 2^n's exponent field.
+// Arguments below -88 are clamped there (the compare keeps NaN); from x < -87.68 on,
+// n = -127 gives an exponent field of 0 and the result +0: eager's too for x <= -103.97,
+// and under 1e-38 in between (a subnormal). Otherwise as accurate as
+// brrr_expf; 25% fewer vector ops in a sum of exps (measured: 0.206 vs 0.276 ns/element).
+static inline float brrr_expf_nonpos(float x) {
+  const float xc = x < -88.0f ? -88.0f : x;
+  const float shifter = 12583039.0f;   // 1.5 * 2^23 + 127
+  const float t = __builtin_fmaf(xc, 1.44269504088896341f, shifter);
+  const float p = brrr_exp_poly(xc, t, shifter);
+  int32_t tb;
+  memcpy(&tb, &t, 4);
+  const int32_t b = tb << 23;
+  float s;
+  memcpy(&s, &b, 4);
+  return p * s;
 }
 
 // 16x16 float transpose through gcc's generic vectors (no intrinsics header): four

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from brrr_compiler.codegen.cpp_online import OnlinePair, online_pair
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed_rows
 from brrr_compiler.codegen.cpp_scratch import rows_in_outputs
@@ -110,15 +111,7 @@ class ReductionPrinter:
         once per segment, not per element). Reductions fold each segment into c_*, then
         into acc_*. `prefetch`: a row of the parallel-rows schedule, where the next row's
         inputs may be prefetched (cpp_prefetch.py)."""
-        rv, last = self.k.reduction_vars, len(self.k.reduction_vars) - 1
-        inner, m = (rv[last], f"m{last}") if rv else ("rr", "n_red")   # unit dims dropped
-        lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi};) {{",
-                 f"{indent}  const int64_t ro = cb / {m};",
-                 f"{indent}  const int64_t ce = brrr_min_i64(brrr_min_i64(cb + {CHUNK}, {hi}), (ro + 1) * {m});"]
-        if last > 0:
-            lines.append(f"{indent}  int64_t rrest = ro;")
-            lines += [f"{indent}  const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};"
-                      for j in reversed(range(last))]
+        inner, m, lines = self._segment_head(indent, lo, hi)
         for r in reds:
             lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
         if prefetch:
@@ -128,16 +121,57 @@ class ReductionPrinter:
                                   f"ce - ro * {m}", lambda s: self.stmt_line(s, self.dtypes),
                                   self.cexpr, indent + "  ")
             return lines + [f"{indent}  cb = ce;", f"{indent}}}", f"{indent}brrr_stream_fence();"]
+        lines += self._chunk(phase, reds, indent + "  ", inner, m)
+        return lines + [f"{indent}  cb = ce;", f"{indent}}}"]
+
+    def _segment_head(self, indent: str, lo: str, hi: str) -> tuple[str, str, list[str]]:
+        """Open the segment loop over [lo, hi): (innermost variable, its extent, lines)."""
+        rv, last = self.k.reduction_vars, len(self.k.reduction_vars) - 1
+        inner, m = (rv[last], f"m{last}") if rv else ("rr", "n_red")   # unit dims dropped
+        lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi};) {{",
+                 f"{indent}  const int64_t ro = cb / {m};",
+                 f"{indent}  const int64_t ce = brrr_min_i64(brrr_min_i64(cb + {CHUNK}, {hi}), (ro + 1) * {m});"]
+        if last > 0:
+            lines.append(f"{indent}  int64_t rrest = ro;")
+            lines += [f"{indent}  const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};"
+                      for j in reversed(range(last))]
+        return inner, m, lines
+
+    def _chunk(self, phase, reds, indent: str, inner: str, m: str, fold: bool = True) -> list[str]:
+        """The innermost loop over one segment, its reductions folded into c_* (and then
+        into acc_* when `fold`)."""
+        lines = []
         if all(r.value not in ("argmax", "argmin") for r in reds):
             clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
-            lines.append(f"{indent}  #pragma omp simd " + " ".join(clauses))
-        lines.append(f"{indent}  for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
-        lines += self._body(phase.body, indent + "    ", True)
-        lines.append(f"{indent}  }}")
-        for r in reds:
-            lines += self._combine(r, indent + "  ", "c_", "cn_", "ci_")
-        return lines + [f"{indent}  cb = ce;", f"{indent}}}"]
+            lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))
+        lines.append(f"{indent}for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
+        lines += self._body(phase.body, indent + "  ", True)
+        lines.append(f"{indent}}}")
+        for r in reds if fold else ():
+            lines += self._combine(r, indent, "c_", "cn_", "ci_")
+        return lines
+
+    def _online(self, pair: OnlinePair, indent: str) -> list[str]:
+        """A row's max and sum of exp(x - max) in one walk (cpp_online.py)."""
+        mx, sm = pair.max_, pair.sum_
+        ct, st = self.ctype[mx.dtype], self._total_ctype(sm) or self.ctype[sm.dtype]
+        lines = self._decls(mx, indent, "acc_", "nan_", "ai_") + self._decls(sm, indent, "acc_", "nan_", "ai_")
+        inner, m, head = self._segment_head(indent, "0", "n_red")
+        body = indent + "  "
+        lines += head + self._decls(mx, body, "c_", "cn_", "ci_", lanes=True)
+        lines += self._chunk(pair.first, [mx], body, inner, m, fold=False)
+        lines += [f"{body}nan_{mx.out} |= cn_{mx.out};", f"{body}if (c_{mx.out} > acc_{mx.out}) {{",
+                  f"{body}  acc_{sm.out} *= ({st})exp((double)acc_{mx.out} - (double)c_{mx.out});",
+                  f"{body}  acc_{mx.out} = c_{mx.out};", f"{body}}}",
+                  f"{body}if (acc_{mx.out} != -({ct})__builtin_inf()) {{   // all -inf so far: adds 0",
+                  f"{body}  const {ct} {mx.out} = acc_{mx.out};"]
+        lines += self._decls(sm, body + "  ", "c_", "cn_", "ci_", lanes=True)
+        lines += self._chunk(pair.second, [sm], body + "  ", inner, m)
+        lines += [f"{body}}}", f"{body}cb = ce;", f"{indent}}}", indent + self._finish(mx)]
+        nan = f"(nan_{mx.out} || acc_{mx.out} == -({ct})__builtin_inf()) && n_red > 0"
+        sct = self.ctype[sm.dtype]
+        return lines + [f"{indent}const {sct} {sm.out} = {nan} ? ({sct})__builtin_nan(\"\") : ({sct})acc_{sm.out};"]
 
     def _split(self, phase, reds, indent: str) -> list[str]:
         """One long row: each thread folds a slice, partials are combined in order."""
@@ -220,10 +254,13 @@ class ReductionPrinter:
         lines = [f"{indent}int64_t rest = w;"]
         for i in reversed(range(len(k.ranges))):
             lines.append(f"{indent}const int64_t {k.loop_vars[i]} = rest % n{i}; rest /= n{i};")
-        if not split and self.prefetch.active:
+        pair = None if split else online_pair(k)
+        if not split and self.prefetch.active and (pair is None or self.prefetch.phase is not pair.second):
             lines += self.prefetch.next_row(indent)
         for p in k.phases:
-            if not p.once:
+            if pair is not None and p is pair.first:
+                lines += self._online(pair, indent)
+            elif not p.once and not (pair is not None and p is pair.second):
                 lines += self.loop_phase(p, indent, split) if p.loop else self._body(p.body, indent, False)
         return lines
 

@@ -28,6 +28,7 @@ from brrr_compiler.lower import index_rules, indexing
 from brrr_compiler.lower.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
 from brrr_compiler.lower.scalar_rules import Body, Namer, V, lower_node, normalized, opmath
+from brrr_compiler.lower.signs import mark_nonpositive_exps
 from brrr_compiler.partition.domains import after_rows
 from brrr_compiler.reduction_spec import reduction_spec
 from brrr_compiler.symbolic import free_size_symbols
@@ -256,7 +257,7 @@ def lower_group(group, name: str, use_scratch: bool = False) -> Kernel:
         out_strides = _outer_strides(group, domain, dims)
     else:
         out_strides = [s for d, s in enumerate(out_strides) if d not in dims]
-    kernel = simplify_loops(kernel, out_strides)
+    kernel = mark_nonpositive_exps(simplify_loops(kernel, out_strides))
     if kernel.scratch and reduces_outer_dim(kernel):
         return lower_group(group, name, use_scratch=False)   # the tiled schedule recomputes
     return kernel

@@ -169,13 +169,33 @@ def test_identical_kernels_are_compiled_once():
 
 def test_softmax_prefetches_the_next_row_during_its_exp_phase():
     x = torch.randn(64, 300)
-    _, k = _kernel(lambda t: torch.softmax(t, -1), x)
+    _, k = _kernel(lambda t: torch.softmax(t, -1), x, use_scratch=True)
     src = cpp.kernel_source(k, 2)
     (FileCheck().check("const int64_t p_i0 = prest % n0;")
      .check("reduction(max:")                        # phase 1 reads the row: no prefetch
-     .check("__builtin_prefetch(&in0[(p_i0*300 + pf)], 0, 3);")
-     .check("brrr_expf(").run(src))
+     .check("__builtin_prefetch(&in0[(p_i0*300 + pf)], 0, 1);")
+     .check("brrr_expf_nonpos(").run(src))
     assert src.count("__builtin_prefetch") == 1
+
+
+def test_exp_of_x_minus_its_row_max_is_the_nonpositive_exp():
+    """lower/signs.py: exp(a - max(a)) cannot overflow; exp(a - max(b)) can."""
+    x, y = torch.randn(64, 300), torch.randn(64, 300)
+    own = cpp.kernel_source(_kernel(lambda t: torch.softmax(t * 0.5, -1), x)[1], 2)
+    other = cpp.kernel_source(_kernel(lambda a, b: torch.exp(a - b.amax(-1, keepdim=True)), x, y)[1], 2)
+    assert "brrr_expf_nonpos(" in own and "brrr_expf(" not in own.split("// k0_")[1]
+    assert "brrr_expf_nonpos(" not in other and "brrr_expf(" in other
+
+
+def test_cross_entropy_folds_max_and_sum_in_one_walk():
+    """cpp_online.py: the running max rescales the sum; no second walk, no prefetch."""
+    x, t = torch.randn(64, 3000), torch.randint(0, 3000, (64,))
+    src = cpp.kernel_source(_kernel(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t)[1], 2)
+    (FileCheck().check("reduction(max:c_").check("if (c_v1 > acc_v1) {")
+     .check("*= (double)exp((double)acc_v1 - (double)c_v1);")
+     .check("const float v1 = acc_v1;").check("reduction(+:c_").check("brrr_expf_nonpos(")
+     .run(src))
+    assert src.count("for (int64_t cb = 0;") == 1 and "__builtin_prefetch" not in src
 
 
 def test_single_pass_reduction_has_no_prefetch():
@@ -188,7 +208,7 @@ def test_softmax_keeps_its_exp_row_in_the_output_row():
     assert k.scratch                                # the IR keeps a scratch row...
     src = cpp.kernel_source(k, 2)
     assert "malloc" not in src and "scratch" not in src   # ...printed as the output row
-    (FileCheck().check("brrr_expf(").check("out0[(i0*300 + r0)] = v")
+    (FileCheck().check("brrr_expf_nonpos(").check("out0[(i0*300 + r0)] = v")
      .check("= out0[(i0*300 + r0)];").check("out0[(i0*300 + r0)] = v").run(src))
 
 

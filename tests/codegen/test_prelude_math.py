@@ -44,3 +44,26 @@ def test_exp_subnormal_results_are_not_flushed():
     got = torch.compile(torch.exp, backend="brrr", dynamic=False)(x)
     assert torch.equal(got, torch.exp(x))
     assert (got > 0).all()
+
+
+def test_nonpositive_exp_accuracy_and_specials():
+    """brrr_expf_nonpos, the exp of x - rowmax (lower/signs.py): each row's max is 0, so
+    the argument is x itself. <= 1 ulp where eager's result is normal, 0 where it is 0,
+    under 1e-38 off where it is subnormal (flushed below -87.68), NaN where eager's is."""
+    x = _sweep()
+    x = x[x <= 0]                                  # NaN rows are checked below
+    x = torch.cat([x, torch.zeros((-x.numel()) % 255)]).reshape(-1, 255)
+    x = torch.cat([x, torch.zeros(x.shape[0], 1)], 1)
+    x[-1, 7] = float("nan")                        # the last row: NaN everywhere
+    fn = lambda t: torch.exp(t - t.amax(-1, keepdim=True))
+    got = torch.compile(fn, backend="brrr", dynamic=False)(x)
+    assert torch.equal(torch.isnan(got), torch.isnan(fn(x))) and got[-1].isnan().all()
+    x, got = x[:-1], got[:-1]
+    exact = torch.exp(x.double())
+    rounded = exact.float()
+    normal = rounded >= torch.finfo(torch.float32).tiny
+    err = (got[normal].double() - exact[normal]).abs() / _ulp(rounded[normal])
+    assert err.max().item() <= 1.0
+    assert (got[rounded == 0] == 0).all()
+    small = ~normal & (rounded == rounded)
+    assert ((got[small].double() - exact[small]).abs() < 1e-38).all()

@@ -467,6 +467,36 @@ def test_nan_propagates_through_its_row(dtype, name):
         _fused(graphs)
 
 
+def _online_rows() -> torch.Tensor:
+    """Rows of 3000 (three chunks of the single walk in codegen/cpp_online.py) that stress
+    its running max: random; -inf until the last chunk; rising every chunk; a NaN in the
+    last chunk; all -inf; +inf mid-row; a huge value late; -inf in the middle chunk."""
+    x = _randn(8, 3000, grad=False) * 4
+    x[1, :2500] = float("-inf")
+    x[2] = torch.linspace(-60.0, 60.0, 3000)
+    x[3, 2900] = float("nan")
+    x[4] = float("-inf")
+    x[5, 1500] = float("inf")
+    x[6, 2999] = 1e30
+    x[7, 1024:2048] = float("-inf")
+    return x
+
+
+ONLINE_OPS = {
+    "cross_entropy": lambda x, t: F.cross_entropy(x, t, reduction="none"),
+    "cross_entropy_mean": lambda x, t: F.cross_entropy(x * 0.5, t),
+    "log_softmax": lambda x, t: x.log_softmax(-1),
+    "logsumexp": lambda x, t: x.logsumexp(-1),
+}
+
+
+@pytest.mark.parametrize("name", list(ONLINE_OPS))
+def test_single_walk_max_and_sum_matches_eager_on_extreme_rows(name):
+    x, t = _online_rows(), torch.tensor([5, 2990, 2999, 0, 1, 7, 2999, 1500])
+    graphs = check_against_eager(ONLINE_OPS[name], x, t, grad=False)
+    _fused(graphs)
+
+
 def test_nan_propagates_through_outer_dim_reductions():
     x = _randn(1023, 6, grad=False)
     x[5, 2] = float("nan")
