@@ -172,10 +172,11 @@ static inline uint16_t brrr_bf16_bits(float f) {
 }
 static inline float brrr_round_f16(float f) { return (float)(brrr_half)f; }
 
-// Streaming stores (codegen/cpp_stream.py): n floats from a small local array to dst,
-// non-temporal (whole lines, no read of the old line) where dst is 64- (or 32-) byte
-// aligned, ordinary stores at the head and tail. The fence orders them before whatever
-// the thread does next (another thread reading the output after the parallel region).
+// Streaming stores (codegen/cpp_stream.py): n values (float, bfloat16 bits, half, double)
+// from a small local array to dst, non-temporal (whole lines, no read of the old line)
+// where dst is 64- (or 32-) byte aligned, ordinary stores at the head and tail. The fence
+// orders them before whatever the thread does next (another thread reading the output
+// after the parallel region).
 #if defined(__AVX512F__)
 #define BRRR_NT_LANES 16
 #define BRRR_NT_STORE __builtin_ia32_movntps512
@@ -183,16 +184,17 @@ static inline float brrr_round_f16(float f) { return (float)(brrr_half)f; }
 #define BRRR_NT_LANES 8
 #define BRRR_NT_STORE __builtin_ia32_movntps256
 #endif
-static inline void brrr_stream_f32(float* __restrict dst, const float* __restrict src,
-                                   int64_t n) {
+template <typename T>
+static inline void brrr_stream(T* __restrict dst, const T* __restrict src, int64_t n) {
   int64_t i = 0;
 #ifdef BRRR_NT_LANES
   typedef float brrr_vnt __attribute__((vector_size(4 * BRRR_NT_LANES)));
-  for (; i < n && ((uintptr_t)(dst + i) & (4 * BRRR_NT_LANES - 1)); ++i) dst[i] = src[i];
-  for (; i + BRRR_NT_LANES <= n; i += BRRR_NT_LANES) {
+  const int64_t per = sizeof(brrr_vnt) / sizeof(T);
+  for (; i < n && ((uintptr_t)(dst + i) & (sizeof(brrr_vnt) - 1)); ++i) dst[i] = src[i];
+  for (; i + per <= n; i += per) {
     brrr_vnt x;
     memcpy(&x, src + i, sizeof x);
-    BRRR_NT_STORE(dst + i, x);
+    BRRR_NT_STORE((float*)(dst + i), x);
   }
 #endif
   for (; i < n; ++i) dst[i] = src[i];

@@ -220,11 +220,13 @@ def test_bfloat16_softmax_keeps_a_float_scratch_row():
 
 
 def test_outputs_larger_than_the_cache_stream_past_it():
-    """Stores of a 32 MB output go through a staging array and brrr_stream_f32; a small
+    """Stores of a 32 MB output go through a staging array and brrr_stream; a small
     output, and a row shorter than MIN_RUN, store directly (cpp_stream.py)."""
     big = cpp.kernel_source(_kernel(lambda x: x * 2 + 1, torch.randn(4096, 2048))[1], 2)
-    (FileCheck().check("float sb_out0[256];").check("sb_out0[i0 - c0] =")
-     .check("brrr_stream_f32(&out0[").check("brrr_stream_fence();").run(big))
+    (FileCheck().check("__typeof__(out0[0]) sb_out0[256];").check("sb_out0[i0 - c0] =")
+     .check("brrr_stream(&out0[").check("brrr_stream_fence();").run(big))
+    bf16 = cpp.kernel_source(_kernel(lambda x: x * 2, torch.randn(4096, 4096, dtype=torch.bfloat16))[1], 2)
+    FileCheck().check("sb_out0[i0 - c0] = brrr_bf16_bits(").check("brrr_stream(&out0[").run(bf16)
     small = cpp.kernel_source(_kernel(lambda x: x * 2 + 1, torch.randn(64, 2048))[1], 2)
     short = cpp.kernel_source(_kernel(lambda x: x[:, :128] * 2, torch.randn(65536, 256))[1], 2)
     assert "brrr_stream" not in small and "brrr_stream" not in short
@@ -235,4 +237,4 @@ def test_row_kernels_stream_their_last_phase():
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
 
     src = cpp.kernel_source(_kernel(rms, torch.randn(4096, 2048))[1], 2)
-    FileCheck().check("reduction(+:").check("brrr_stream_f32(&out0[").run(src)
+    FileCheck().check("reduction(+:").check("brrr_stream(&out0[").run(src)
