@@ -265,7 +265,7 @@ def kernel_source(k: Kernel, num_threads: int) -> str:
             raise NotImplementedError(f"brrr: {k.name} folds across rows of a column schedule")
         loops = printer(k, CTYPE, stmt_line, cexpr).loops(num_threads, PARALLEL_MIN_NUMEL)
     elif transposed_var(k) is not None:
-        loops = tiled_loops(k, transposed_var(k), num_threads, cexpr, _body_lines,
+        loops = tiled_loops(k, transposed_var(k), num_threads, cexpr, stmt_line,
                             PARALLEL_MIN_NUMEL, STORAGE)
     else:
         loops = _loops(k, num_threads)

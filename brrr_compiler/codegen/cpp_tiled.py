@@ -4,7 +4,10 @@ When some input is contiguous along an outer loop variable `a` but strided along
 innermost one (x + y.t()), walking whole rows touches a new page for every element of
 y and vectorizes only as gathers. Tiling (a, inner) into TILE_A x TILE_INNER blocks and
 first copying each such operand's block into a small local array, reading it along `a`
-(contiguous), lets the main loop read every operand contiguously and store rows.
+(contiguous), lets the main loop read every operand contiguously and store rows. An
+output larger than the caches streams past them (cpp_stream.py) a tile row at a time:
+TILE_INNER floats are four whole cache lines. transpose_bcast 4096 (x + y.T) * s[:, None],
+interleaved: 15.2 -> 10.7 ms.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import dataclasses
 
 import sympy
 
+from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
 from brrr_compiler.lower.loops import linear_coeff
 
 TILE_A = 128
@@ -87,7 +91,7 @@ def _transposed_copy(k, s, name: str, a, inner, copy: list[str], cexpr) -> list[
              "    } else {"] + ["  " + ln for ln in copy] + ["    }"])
 
 
-def tiled_loops(k, d: int, num_threads: int, cexpr, body_lines, min_numel: int,
+def tiled_loops(k, d: int, num_threads: int, cexpr, stmt_line, min_numel: int,
                 storage) -> list[str]:
     *outer, inner = k.loop_vars
     a = outer[d]
@@ -110,11 +114,14 @@ def tiled_loops(k, d: int, num_threads: int, cexpr, body_lines, min_numel: int,
               f"    const int64_t a_hi = brrr_min_i64(a_lo + {TILE_A}, n{d});",
               f"    const int64_t b_lo = tb * {TILE_INNER};",
               f"    const int64_t b_hi = brrr_min_i64(b_lo + {TILE_INNER}, n_inner);"]
+    stream = streamed(k)
     staged, k = _staging(k, _transposed_loads(k, a, inner), a, inner, storage, cexpr)
-    lines += staged
-    lines += [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{",
-              "      #pragma omp simd",
-              f"      for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner}) {{"]
-    lines += body_lines(k, "        ")
-    lines += ["      }", "    }", "  }"]
-    return lines
+    dtypes = {s.out: s.dtype for s in k.body if s.out}
+    lines += staged + [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{"]
+    if stream:
+        lines += chunked_loop(k.body, stream, inner, "b_lo", "b_hi",
+                              lambda s: stmt_line(s, dtypes), cexpr, "      ")
+        return lines + ["    }", "    brrr_stream_fence();", "  }"]
+    lines += ["      #pragma omp simd", f"      for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner}) {{"]
+    lines += ["        " + stmt_line(s, dtypes) for s in k.body]
+    return lines + ["      }", "    }", "  }"]
