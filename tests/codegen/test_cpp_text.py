@@ -187,6 +187,14 @@ def test_exp_of_x_minus_its_row_max_is_the_nonpositive_exp():
     assert "brrr_expf_nonpos(" not in other and "brrr_expf(" in other
 
 
+def test_exp_of_a_negated_square_or_abs_is_the_nonpositive_exp():
+    x = torch.randn(64, 300)
+    for fn, marked in [(lambda t: torch.exp(t * t * -0.5), True), (lambda t: torch.exp(-t.abs()), True),
+                       (lambda t: torch.exp(t.abs() - t * t), False), (lambda t: torch.exp(t * -0.5), False)]:
+        src = cpp.kernel_source(_kernel(fn, x)[1], 2).split("extern")[1]
+        assert ("brrr_expf_nonpos(" in src) == marked and ("brrr_expf(" in src) != marked, src
+
+
 def test_cross_entropy_folds_max_and_sum_in_one_walk():
     """cpp_online.py: the running max rescales the sum; no second walk, no prefetch."""
     x, t = torch.randn(64, 3000), torch.randint(0, 3000, (64,))
@@ -230,6 +238,14 @@ def test_outputs_larger_than_the_cache_stream_past_it():
     small = cpp.kernel_source(_kernel(lambda x: x * 2 + 1, torch.randn(64, 2048))[1], 2)
     short = cpp.kernel_source(_kernel(lambda x: x[:, :128] * 2, torch.randn(65536, 256))[1], 2)
     assert "brrr_stream" not in small and "brrr_stream" not in short
+
+
+def test_tiled_transpose_streams_each_tile_row():
+    x = torch.randn(4096, 2048)
+    src = cpp.kernel_source(_kernel(lambda a, b: a + b.t(), x, torch.randn(2048, 4096))[1], 2)
+    (FileCheck().check("brrr_transpose16(").check("for (int64_t c0 = b_lo; c0 < b_hi; c0 += 256)")
+     .check("sb_out0[i1 - c0] =").check("brrr_stream(&out0[").check("brrr_stream_fence();")
+     .run(src))
 
 
 def test_row_kernels_stream_their_last_phase():

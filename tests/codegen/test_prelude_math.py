@@ -67,3 +67,17 @@ def test_nonpositive_exp_accuracy_and_specials():
     assert (got[rounded == 0] == 0).all()
     small = ~normal & (rounded == rounded)
     assert ((got[small].double() - exact[small]).abs() < 1e-38).all()
+
+
+def test_gaussian_exp_matches_eager():
+    """exp(-x²/2) (GELU's backward) takes brrr_expf_nonpos too: the square of every float32
+    sweep value, inf and NaN included, within 1 ulp of eager where eager's is normal."""
+    x = _sweep()
+    fn = lambda t: torch.exp(t * t * -0.5)
+    got, want = torch.compile(fn, backend="brrr", dynamic=False)(x), fn(x)
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    normal = want >= torch.finfo(torch.float32).tiny
+    assert ((got[normal] - want[normal]).abs() <= _ulp(want[normal]).float()).all()
+    assert (got[want == 0] == 0).all()
+    small = ~normal & ~torch.isnan(want)
+    assert ((got[small] - want[small]).abs() < 1e-38).all()
