@@ -6,80 +6,29 @@ reads, looking through chains of views (a transpose or expand between two pointw
 ops is index arithmetic, not a kernel boundary). Every proposal is first checked by the
 legality rules (legality.py) and then, if legal, put to the fusion policy; both answers
 are recorded as Decisions. Before the walk, views with several users are duplicated so
-that each copy belongs to exactly one consumer: a view absorbed into one kernel never
-forces a materialized copy for another. After the walk, sibling reduction groups over
-the same domain that read a common input are proposed for merging (horizontal fusion).
-Last, if the policy says `recompute = True`, each value a group stores only for other
-groups is offered to be computed again inside each of them from its own inputs (copies
-of its pointwise nodes join each reader group); if accepted, the producer nodes nobody
-reads any more are erased, and with them the write and the read-backs. Finally each
-group takes in the views it reads its inputs through, so kernels index the views' bases.
+that each copy belongs to exactly one consumer (views.py): a view absorbed into one
+kernel never forces a materialized copy for another. After the walk, the merges refused
+as illegal are proposed once more (revisit), sibling reduction groups over the same
+domain that read a common input are proposed for merging (horizontal.py), and, if the
+policy says `recompute = True`, each value a group stores only for other groups is
+offered to be computed again inside each of them (recompute.py). Finally each group
+takes in the views it reads its inputs through, so kernels index the views' bases.
 """
 from __future__ import annotations
 
-import sympy
 import torch.fx
 
-from brrr_compiler import ops
 from brrr_compiler.partition import domains, legality
-from brrr_compiler.partition.plan import Decision, FusionPlan, Group
+from brrr_compiler.partition.horizontal import merge_siblings
+from brrr_compiler.partition.plan import Decision, FusionPlan, Group, describe
 from brrr_compiler.partition.policy import FusionPolicy, MergeCandidate
-
-
-def duplicate_shared_views(gm: torch.fx.GraphModule) -> None:
-    """Give every multi-user view node, and every constant (a fill that reads no tensor:
-    CSE merges the zeros of several slice gradients), one private copy per user (last
-    node first, so a view of a view that was just copied is copied for each of those
-    copies too)."""
-    for node in reversed(list(gm.graph.nodes)):
-        if not (legality.is_view(node) or _constant(node)) or len(node.users) < 2:
-            continue
-        for user in list(node.users)[1:]:
-            with gm.graph.inserting_after(node):
-                dup = gm.graph.call_function(node.target, node.args, node.kwargs)
-            dup.meta = dict(node.meta)
-            user.replace_input_with(node, dup)
-    gm.graph.lint()
-
-
-def _constant(node) -> bool:
-    return (node.op == "call_function" and not node.all_input_nodes
-            and ops.kind_of(node) is ops.Kind.POINTWISE)
-
-
-def _reads_once(chains: dict) -> bool:
-    """Do the view chains read, in all, no more elements of each value than it has? (Equal
-    chains, the copies duplicate_shared_views made, read the same elements.)"""
-    read: dict = {}
-    distinct = {(n, tuple((v.target, v.args[1:], tuple(v.kwargs.items())) for v in chain)): chain
-                for (n, _), chain in chains.items()}
-    for (n, _), chain in distinct.items():
-        read[n] = read.get(n, 0) + legality.numel(chain[-1])
-    spare = [sympy.expand(legality.numel(n) - total) for n, total in read.items()]
-    return all(d.is_number and d >= 0 for d in spare)     # symbolic sizes: not known
-
-
-def _unit_stride(chains: dict, out) -> bool:
-    """Do the views step by one element along the dim `out` stores innermost? (A max-pool
-    over NCHW steps by two there: computing the producer inside those strided window loops
-    was measured 2x slower on the conv net than storing it and reading it back.)"""
-    val = legality.tensor_val(out)
-    dims = [d for d in range(val.dim()) if val.shape[d] != 1]
-    if not dims:
-        return True
-    inner = min(dims, key=lambda d: val.stride()[d])
-    return all(c[-1].meta["val"].dim() == val.dim() and c[-1].meta["val"].stride()[inner] == 1
-               for c in chains.values())
+from brrr_compiler.partition.recompute import offer_recompute
+from brrr_compiler.partition.views import duplicate_shared_views, reads_once, unit_stride
 
 
 def _graph_outputs(gm) -> frozenset:
     out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     return frozenset(out.all_input_nodes)
-
-
-def _describe(members) -> str:
-    names = sorted((n.name for n in members), key=lambda name: (len(name), name))
-    return "+".join(names[:3]) + ("+..." if len(names) > 3 else "")
 
 
 class _Walk:
@@ -154,7 +103,7 @@ class _Walk:
                     continue                     # merged since, or nothing changed
                 chains = self.view_chains(a, b)
                 stored = legality.stored_nodes(b, self.graph_outputs)
-                if stored and _reads_once(chains) and _unit_stride(chains, stored[0]):
+                if stored and reads_once(chains) and unit_stride(chains, stored[0]):
                     self.try_merge(a, b.union(*chains.values()))
 
     def view_chains(self, a: set, b: set) -> dict:
@@ -174,137 +123,22 @@ class _Walk:
         reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args,
                                       self.group_of, self.horizon, self.allow_across)
         if reason is not None:
-            self.decisions.append(Decision(_describe(a), _describe(b), False, reason))
+            self.decisions.append(Decision(describe(a), describe(b), False, reason))
             return None
         merged = a | b
         candidate = MergeCandidate(
             frozenset(a), frozenset(b), legality.stored_nodes(merged, self.graph_outputs),
             legality.external_inputs(merged), self.graph_outputs)
         verdict = self.policy.decide(candidate)
-        self.decisions.append(Decision(_describe(a), _describe(b), verdict.accept,
+        self.decisions.append(Decision(describe(a), describe(b), verdict.accept,
                                        verdict.reason, dict(verdict.metrics)))
         if verdict.accept:
             for n in merged:
                 self.group_of[n] = merged
         return verdict.accept
 
-    def recompute(self) -> None:
-        """Offer every value stored only for other groups to be computed in each of them."""
-        for p in sorted(self.group_of, key=self.order.__getitem__):
-            a = self.group_of.get(p)
-            if a is None or p not in legality.stored_nodes(a, self.graph_outputs):
-                continue
-            readers = self.readers(p, a)
-            if readers:
-                self.try_recompute(p, a, readers)
-
-    def readers(self, p, a: set) -> list | None:
-        """The groups reading `p` from outside `a`, each with the views it reads p through;
-        None if a graph output or anything but a group (through fusible views) reads it."""
-        found: dict = {}
-        for u in p.users:
-            views, node = self.views_down(u)
-            if node not in self.group_of:
-                return None
-            if self.group_of[node] is not a:
-                found.setdefault(id(self.group_of[node]), [self.group_of[node], []])[1] += views
-        return None if p in self.graph_outputs else [g | set(v) for g, v in found.values()]
-
-    def try_recompute(self, p, a: set, readers: list) -> None:
-        sub, todo = set(), [p]                       # p and its ancestors inside a
-        while todo:
-            n = todo.pop()
-            if n in sub:
-                continue
-            if ops.kind_of(n) is ops.Kind.REDUCTION:
-                return
-            sub.add(n)
-            todo += [x for x in n.all_input_nodes if x in a]
-        if sub == a and len(readers) == 1 and not a & self.graph_outputs and \
-                all(u in a or u in readers[0] for n in a for u in n.users):
-            return                                   # the merge the walk already decided
-        for r in readers:
-            nargs = len(legality.external_inputs(sub | r)) + len(legality.stored_nodes(r, self.graph_outputs))
-            if nargs > self.max_args:
-                return
-        union = set().union(*readers)
-        verdict = self.policy.decide(MergeCandidate(
-            frozenset(a), frozenset(union), legality.stored_nodes(union, self.graph_outputs),
-            legality.external_inputs(sub | union), self.graph_outputs, frozenset(sub),
-            tuple(frozenset(r) for r in readers)))
-        self.decisions.append(Decision(_describe(sub), _describe(union), verdict.accept,
-                                       f"recompute in {len(readers)} reader(s): {verdict.reason}",
-                                       dict(verdict.metrics)))
-        if verdict.accept:
-            for r in readers:
-                self.clone_into(sub, r, a)
-
-    def clone_into(self, sub: set, b: set, a: set) -> None:
-        """Copy `sub` into group `b` (its readers there read the copies); erase what in `a`
-        nobody reads any more."""
-        first = min((u for n in sub for u in n.users if u in b), key=self.order.__getitem__)
-        copies: dict = {}
-        with self.graph.inserting_before(first):
-            for n in sorted(sub, key=self.order.__getitem__):
-                copies[n] = self.graph.call_function(
-                    n.target, *torch.fx.map_arg((n.args, n.kwargs), lambda x: copies.get(x, x)))
-                copies[n].meta = dict(n.meta)
-                self.order[copies[n]] = self.order[n]
-                self.fusible.add(copies[n])
-        for u in b:
-            for n in set(u.all_input_nodes) & sub:
-                u.replace_input_with(n, copies[n])
-        merged = b | set(copies.values())
-        for n in merged:
-            self.group_of[n] = merged
-        for n in sorted(a, key=self.order.__getitem__, reverse=True):
-            if not n.users and n not in self.graph_outputs:
-                a.discard(n)
-                del self.group_of[n]
-                self.graph.erase_node(n)
-
     def unique_groups(self) -> list:
         return list({id(s): s for s in self.group_of.values()}.values())
-
-    def horizontal(self) -> None:
-        """Merge sibling groups that read a common input into a reduction group over the
-        same domain — another reduction (layer_norm backward's weight and bias gradients)
-        or a pointwise group of the domain's full shape (cross-entropy's one-hot mask that
-        training saves): one pass over the data, one kernel fewer."""
-        unique = self.unique_groups()
-        domain = {id(s): legality.reduction_domain(s) for s in unique}
-        shape = {id(s): self._pointwise_shape(s) for s in unique if domain[id(s)] is None}
-        readers: dict = {}           # input (seen through views) -> groups reading it
-        for s in unique:
-            for r in self._read_roots(s):
-                readers.setdefault(r, []).append(s)
-        position = {id(s): i for i, s in enumerate(unique)}
-        for a in unique:
-            da = domain[id(a)]
-            if da is None or isinstance(da, str):
-                continue
-            siblings = {id(b): b for r in self._read_roots(a) for b in readers[r]
-                        if (domain[id(b)] == da and position[id(b)] > position[id(a)])
-                        or shape.get(id(b)) == da[0]}
-            for b in sorted(siblings.values(), key=lambda g: position[id(g)]):
-                a_now, b_now = self.group_of[next(iter(a))], self.group_of[next(iter(b))]
-                if a_now is not b_now:
-                    self.try_merge(a_now, b_now)
-
-    @staticmethod
-    def _read_roots(members: set) -> set:
-        """The inputs a group reads, seen through the views computed outside it."""
-        roots = set()
-        for n in legality.external_inputs(members):
-            while legality.is_view(n) and isinstance(n.args[0], torch.fx.Node):
-                n = n.args[0]
-            roots.add(n)
-        return roots
-
-    def _pointwise_shape(self, members: set) -> tuple | None:
-        """The one shape a pointwise group stores, if it stores anything."""
-        shapes = {legality.shape_of(n) for n in legality.stored_nodes(members, self.graph_outputs)}
-        return next(iter(shapes)) if len(shapes) == 1 else None
 
     def absorb_input_views(self) -> None:
         """Take into each group the chains of views through which it reads its inputs (views
@@ -346,9 +180,9 @@ def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48
     for node in gm.graph.nodes:
         walk.visit(node)
     walk.revisit()
-    walk.horizontal()
+    merge_siblings(walk)
     if getattr(policy, "recompute", False):
-        walk.recompute()
+        offer_recompute(walk)
     walk.absorb_input_views()
     groups = walk.groups()
     return FusionPlan(gm, groups, walk.decisions, policy.name)

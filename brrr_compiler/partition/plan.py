@@ -76,3 +76,9 @@ class FusionPlan:
             lines.append(f"  aten: {[n.name for n in aten_nodes]}")
         lines += [f"  {d}" for d in self.decisions]
         return "\n".join(lines)
+
+
+def describe(members) -> str:
+    """A short name for a set of nodes in a Decision: its first three names."""
+    names = sorted((n.name for n in members), key=lambda name: (len(name), name))
+    return "+".join(names[:3]) + ("+..." if len(names) > 3 else "")
