@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 
 import torch
 
@@ -83,10 +84,11 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     runner = build_runner(plan, compiled)
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
-    report = graph_report(name, kind, plan, compiled, source, runner.code, kernels, machine)
-    logger.info("%s", report)
-    if sink is not None:
-        sink.append(report)
+    if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
+        report = graph_report(name, kind, plan, compiled, source, runner.code, kernels, machine)
+        logger.info("%s", report)
+        if sink is not None:
+            sink.append(report)
     run = boxed(runner)
     return triton_launch.cudagraphs(run, gm, compiled) if cfg.cudagraphs else run
 

@@ -11,7 +11,8 @@ and no output aliasing a graph input or another output that it did not alias bef
 kernel IR, text) is not a pass but a stage in `brrr_compiler`.
 
 `PIPELINE` lists the passes in the order the driver runs them; `PASSES` names them;
-`run_pipeline` runs all of them or a chosen few, linting and recompiling after each.
+`run_pipeline` runs all of them or a chosen few, linting after each and recompiling the
+module once at the end (a pass works on `gm.graph`, never on the generated code).
 This package imports only torch and the standard library.
 """
 import logging
@@ -43,13 +44,14 @@ def _select(names: tuple[str, ...] | None) -> tuple[Pass, ...]:
 
 
 def run_pipeline(gm: GraphModule, names: tuple[str, ...] | None = None) -> GraphModule:
-    """Run PIPELINE (or the named passes, in the given order) on `gm`, linting after each."""
+    """Run PIPELINE (or the named passes, in the given order) on `gm`, linting after each
+    and recompiling once at the end."""
     for pass_ in _select(names):
         before = len(gm.graph.nodes)
         gm = pass_(gm)
         gm.graph.lint()
-        gm.recompile()
         logger.debug("pass %s: %d -> %d nodes", pass_.__name__, before, len(gm.graph.nodes))
+    gm.recompile()
     return gm
 
 

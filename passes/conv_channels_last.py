@@ -8,14 +8,16 @@ pointwise ops, norms and pools after it keep that layout, as eager's stride rule
 the fused kernels that read and write them walk channels innermost. The same goes for
 `convolution_backward` (grad_output, input and weight), whose gradients then come out NHWC.
 
-Note: which values change layout. After the copies are inserted, every node's
-`meta["val"]` is recomputed by running the graph on FakeTensors, so each value carries the
-strides eager would give it. A graph output whose strides changed gets a copy back to its
-old layout, except the outputs listed in `gm.meta["layout_free_outputs"]` (indices into
-the output tuple): the driver lists there the activations a training forward saves for its
-backward, whose layout only brrr's own backward sees (it reports the new strides to
-AOTAutograd, which hands them to the backward). So user-visible outputs keep eager's
-strides.
+Note: which values change layout. After the copies are inserted, `meta["val"]` is
+recomputed by running the graph on FakeTensors, so each value carries the strides eager
+would give it. Only what may differ is run again: a node one of whose inputs changed
+layout, or a view of an input that got a new value (it must alias that value); any other
+node keeps its value (its result is fresh storage, laid out as before). A graph output
+whose strides changed gets a copy back to its old layout, except the outputs listed in
+`gm.meta["layout_free_outputs"]` (indices into the output tuple): the driver lists there
+the activations a training forward saves for its backward, whose layout only brrr's own
+backward sees (it reports the new strides to AOTAutograd, which hands them to the
+backward). So user-visible outputs keep eager's strides.
 
 Eligible: a non-transposed 4-d convolution of float32/bfloat16 CPU tensors with static
 shapes, when oneDNN is available. Anything else is left as it is.
@@ -27,6 +29,8 @@ import torch
 from torch._guards import detect_fake_mode
 from torch.fx import Graph, GraphModule, Node, map_arg
 from torch.fx.experimental.symbolic_shapes import free_symbols
+
+from passes._purity import is_view
 
 aten = torch.ops.aten
 logger = logging.getLogger("brrr.passes")
@@ -113,16 +117,40 @@ def _drop_needless(graph: Graph, copies: dict) -> None:
 
 
 def _repropagate(graph: Graph):
-    """Recompute every node's meta["val"] from the placeholders' FakeTensors. A view that
-    the new layout cannot express (flattening an NHWC tensor) gets a contiguous copy of
-    its input first, as eager would have had."""
+    """Recompute meta["val"] where it may change (module note), from the placeholders'
+    FakeTensors. A view that the new layout cannot express (flattening an NHWC tensor)
+    gets a contiguous copy of its input first, as eager would have had."""
     inputs = [n.meta["val"] for n in graph.nodes if n.op == "placeholder"]
     mode = detect_fake_mode(inputs)
+    restrided, replaced = set(), set()
     with mode:
         for node in list(graph.nodes):
-            if node.op == "call_function":
-                node.meta["val"] = _fake_run(graph, node)
+            if node.op != "call_function" or _keeps_value(node, restrided, replaced):
+                continue
+            old = node.meta.get("val")
+            node.meta["val"] = _fake_run(graph, node)
+            replaced.add(node)
+            if old is None or _layout(old) != _layout(node.meta["val"]):
+                restrided.add(node)
     return mode
+
+
+def _keeps_value(node: Node, restrided: set, replaced: set) -> bool:
+    """True when the node's value still holds: it has one, no input changed layout, and
+    it is no view of an input that got a new value."""
+    inputs = node.all_input_nodes
+    if "val" not in node.meta or any(i in restrided for i in inputs):
+        return False
+    fresh = isinstance(node.target, torch._ops.OpOverload) and not is_view(node)
+    return fresh or not any(i in replaced for i in inputs)
+
+
+def _layout(val):
+    if isinstance(val, (tuple, list)):
+        return tuple(_layout(v) for v in val)
+    if isinstance(val, torch.Tensor):
+        return val.shape, val.stride(), val.storage_offset(), val.dtype, val.device
+    return val
 
 
 def _fake_run(graph: Graph, node: Node):

@@ -16,6 +16,7 @@ import sympy
 import torch
 
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
+from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
 from brrr_compiler.codegen.cpp_tiled import tiled_loops, transposed_var
@@ -220,16 +221,27 @@ def _loops(k: Kernel, num_threads: int) -> list[str]:
               f"  const int64_t tile = {INNER_TILE};",
               "  const int64_t ntiles = (n_inner + tile - 1) / tile;",
               "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(len(outer))) + "ntiles;",
-              "  if (nwork == 0) return;",
-              f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
-              f"if (nwork * (n_inner < tile ? n_inner : tile) >= {PARALLEL_MIN_NUMEL} && nwork > 1)",
-              "  for (int64_t w = 0; w < nwork; ++w) {",
+              "  if (nwork == 0) return;"]
+    lines += pragma("  ", f"#pragma omp parallel for num_threads({num_threads}) schedule(static)",
+                    f"nwork * (n_inner < tile ? n_inner : tile) >= {PARALLEL_MIN_NUMEL} && nwork > 1",
+                    _pointwise_forks(k))
+    lines += ["  for (int64_t w = 0; w < nwork; ++w) {",
               "    int64_t rest = w / ntiles;"]
     for i in reversed(range(len(outer))):
         lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
     lines += ["    const int64_t lo = (w % ntiles) * tile;",
               "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
     return lines + _inner_loops(k) + ["  }"]
+
+
+def _pointwise_forks(k: Kernel) -> bool | None:
+    """Whether _loops' parallel loop ever forks, for constant sizes (cpp_parallel.py)."""
+    sizes = static_sizes(k.ranges)
+    if sizes is None:
+        return None
+    *outer, inner = sizes
+    return forks(product(outer) * tiles(inner, INNER_TILE), min(inner, INNER_TILE),
+                 PARALLEL_MIN_NUMEL)
 
 
 def _inner_loops(k: Kernel) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sympy
 
+from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter, _init, _update
 from brrr_compiler.kernel_ir import Phase, Stmt
 
@@ -125,6 +126,14 @@ class OuterReductionPrinter(ReductionPrinter):
         return (len(self.row_level) + 2 * len(reds)
                 + 2 * sum(r.value in ("max", "min") for r in reds))
 
+    def _forks(self, min_numel: int) -> bool | None:
+        """Whether loops' parallel loop ever forks, for constant sizes (cpp_parallel.py)."""
+        sizes, red = static_sizes(self.k.ranges), static_sizes(self.k.reduction_ranges)
+        if sizes is None or red is None:
+            return None
+        nwork = product(sizes[:-1]) * tiles(sizes[-1], self.tile)
+        return forks(nwork, product(red) * self.tile, min_numel)
+
     def _tile(self, num_threads: int) -> int:
         """The widest tile that still gives every thread work and fits the byte budget."""
         *outer, last = [sympy.sympify(r) for r in self.k.ranges]
@@ -148,10 +157,11 @@ class OuterReductionPrinter(ReductionPrinter):
         lines += ["  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
                   f"  const int64_t ntiles = (n{last} + {t} - 1) / {t};",
                   "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(last)) + "ntiles;",
-                  "  if (nwork == 0) return;",
-                  f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
-                  f"if (nwork * n_red * {t} >= {min_numel} && nwork > 1)",
-                  "  for (int64_t w = 0; w < nwork; ++w) {",
+                  "  if (nwork == 0) return;"]
+        lines += pragma("  ", f"#pragma omp parallel for num_threads({num_threads}) schedule(static)",
+                        f"nwork * n_red * {t} >= {min_numel} && nwork > 1",
+                        self._forks(min_numel))
+        lines += ["  for (int64_t w = 0; w < nwork; ++w) {",
                   "    int64_t rest = w / ntiles;"]
         for i in reversed(range(last)):
             lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")

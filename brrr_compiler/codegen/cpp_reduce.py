@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from brrr_compiler.codegen.cpp_online import OnlinePair, online_pair
+from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed_rows
 from brrr_compiler.codegen.cpp_scratch import rows_in_outputs
@@ -318,14 +319,19 @@ class ReductionPrinter:
 
     def _parallel_rows(self, across, min_numel: int) -> list[str]:
         """Rows spread over the threads; each thread owns its scratch rows and partials."""
-        cond = f"if (n_outer * n_red >= {min_numel} && n_outer > 1)"
+        cond = f"n_outer * n_red >= {min_numel} && n_outer > 1"
+        sizes, red = static_sizes(self.k.ranges), static_sizes(self.k.reduction_ranges)
+        fork = None if sizes is None or red is None else forks(product(sizes), product(red),
+                                                               min_numel)
         row = ["for (int64_t w = 0; w < n_outer; ++w) {"]
         if not (self.k.scratch or across):
-            return ([f"    #pragma omp parallel for num_threads({self.threads}) schedule(static) {cond}",
-                     "    " + row[0]] + self._row("      ", False) + ["    }"])
-        lines = [f"    #pragma omp parallel num_threads({self.threads}) {cond}", "    {"]
-        lines += self._scratch("      ", "malloc") + self._thread_locals(across, "      ")
-        lines += ["      #pragma omp for schedule(static)", "      " + row[0]]
+            return (pragma("    ", f"#pragma omp parallel for num_threads({self.threads}) "
+                                   "schedule(static)", cond, fork)
+                    + ["    " + row[0]] + self._row("      ", False) + ["    }"])
+        lines = pragma("    ", f"#pragma omp parallel num_threads({self.threads})", cond, fork)
+        lines += ["    {"] + self._scratch("      ", "malloc") + self._thread_locals(across, "      ")
+        lines += [] if fork is False else ["      #pragma omp for schedule(static)"]
+        lines += ["      " + row[0]]
         lines += self._row("        ", False) + ["      }"]
         lines += self._publish(across, "      ", "omp_get_thread_num()")
         return lines + self._scratch("      ", "free") + ["    }"]

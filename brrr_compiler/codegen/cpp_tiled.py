@@ -15,6 +15,7 @@ import dataclasses
 
 import sympy
 
+from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
 from brrr_compiler.lower.loops import linear_coeff
 
@@ -91,6 +92,15 @@ def _transposed_copy(k, s, name: str, a, inner, copy: list[str], cexpr) -> list[
              "    } else {"] + ["  " + ln for ln in copy] + ["    }"])
 
 
+def _tiled_forks(k, d: int, others: list[int], min_numel: int) -> bool | None:
+    """Whether tiled_loops' parallel loop ever forks, for constant sizes (cpp_parallel.py)."""
+    sizes = static_sizes(k.ranges)
+    if sizes is None:
+        return None
+    nwork = product(sizes[i] for i in others) * tiles(sizes[d], TILE_A) * tiles(sizes[-1], TILE_INNER)
+    return forks(nwork, TILE_A * TILE_INNER, min_numel)
+
+
 def tiled_loops(k, d: int, num_threads: int, cexpr, stmt_line, min_numel: int,
                 storage) -> list[str]:
     *outer, inner = k.loop_vars
@@ -101,10 +111,11 @@ def tiled_loops(k, d: int, num_threads: int, cexpr, stmt_line, min_numel: int,
               f"  const int64_t nta = (n{d} + {TILE_A} - 1) / {TILE_A};",
               f"  const int64_t ntb = (n_inner + {TILE_INNER} - 1) / {TILE_INNER};",
               "  const int64_t nwork = " + "".join(f"n{i} * " for i in others) + "nta * ntb;",
-              "  if (nwork == 0) return;",
-              f"  #pragma omp parallel for num_threads({num_threads}) schedule(static) "
-              f"if (nwork * {TILE_A * TILE_INNER} >= {min_numel} && nwork > 1)",
-              "  for (int64_t w = 0; w < nwork; ++w) {",
+              "  if (nwork == 0) return;"]
+    lines += pragma("  ", f"#pragma omp parallel for num_threads({num_threads}) schedule(static)",
+                    f"nwork * {TILE_A * TILE_INNER} >= {min_numel} && nwork > 1",
+                    _tiled_forks(k, d, others, min_numel))
+    lines += ["  for (int64_t w = 0; w < nwork; ++w) {",
               "    const int64_t tb = w % ntb;",
               "    int64_t rest = w / ntb;",
               "    const int64_t ta = rest % nta; rest /= nta;"]

@@ -10,6 +10,7 @@ extent — then `ca*a + cb*b == cb*(a*nb + b)` and one variable walks both. A co
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import sympy
 
@@ -18,9 +19,14 @@ from brrr_compiler.kernel_ir import Kernel, Stmt, loop_symbol, reduction_symbol
 
 def linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars) -> sympy.Expr | None:
     """d(expr)/d(var) if expr is linear in var with a loop-invariant coefficient."""
+    return _linear_coeff(expr, var, frozenset(all_vars))
+
+
+@functools.lru_cache(maxsize=4096)     # asked again of each access for each pair of loops
+def _linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars: frozenset):
     c = sympy.expand(expr).coeff(var)
     rest = sympy.expand(expr - c * var)
-    if c.free_symbols & set(all_vars) or var in rest.free_symbols:
+    if c.free_symbols & all_vars or var in rest.free_symbols:
         return None
     return c
 

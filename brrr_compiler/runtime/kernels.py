@@ -4,7 +4,8 @@ A graph's kernels go into one translation unit, or, when there is enough code an
 than one core, into several built side by side (codegen/cpp_units.py's note). If a unit
 fails to build, each of its kernels is built alone to find the culprits; their groups
 run through ATen instead, with one warning. Without a working C++ compiler every group
-runs through ATen.
+runs through ATen. A kernel whose code this process has built before is bound from that
+build instead (runtime/reuse.py).
 
 Note on UNIT_MIN_LINES. Measured with gcc 12 -O3 on this project's 2-vCPU machine (two
 SMT siblings), wall time of two units built side by side over one unit: the model zoo's
@@ -22,14 +23,17 @@ from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen.cpp_units import translation_units
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.log import logger, warn_once
+from brrr_compiler.runtime import reuse
 from brrr_compiler.runtime.build import BuildError, build_and_load, find_toolchain
 from brrr_compiler.runtime.runner import CompiledKernel, bind
 
 UNIT_MIN_LINES = 60     # lines of kernel source a unit needs to be worth its own process
 
 
-def _compiled(kernel: Kernel, lib, group_id: int, out_specs) -> CompiledKernel:
-    fn = bind(lib, kernel.name, len(kernel.buffers), len(kernel.size_vars))
+def _compiled(kernel: Kernel, lib, symbol: str, group_id: int, out_specs) -> CompiledKernel:
+    """`kernel` bound to `symbol` in `lib` (its own name, or an earlier kernel's of the same
+    code)."""
+    fn = bind(lib, symbol, len(kernel.buffers), len(kernel.size_vars))
     take_error = None
     if kernel.checks_bounds:
         take_error = lib.brrr_take_error
@@ -44,24 +48,37 @@ def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, n
     kernels' sources by name, already printed for `num_threads` (the rest are printed here)."""
     if not kernels:
         return {}, ""
-    if find_toolchain(cfg.cxx, cfg.cache_dir) is None:
+    toolchain = find_toolchain(cfg.cxx, cfg.cache_dir)
+    if toolchain is None:
         warn_once("no-compiler", "brrr: no working C++ compiler found (set CXX or BRRR_CXX); "
                                  "all fused groups run through ATen instead")
         return {}, ""
-    units = translation_units(list(kernels.values()), num_threads, printed, _cores(),
-                              UNIT_MIN_LINES)
-    with ThreadPoolExecutor(len(units), thread_name_prefix="brrr-build") as pool:
+    printed = {k.name: (printed or {}).get(k.name) or cpp.kernel_source(k, num_threads)
+               for k in kernels.values()}
+    keys = {k.name: reuse.key(k, printed[k.name], toolchain, cfg.cache_dir)
+            for k in kernels.values()}
+    earlier = reuse.find(keys)
+    compiled = {gid: _compiled(k, *earlier[k.name], gid, out_specs[gid])
+                for gid, k in kernels.items() if k.name in earlier}
+    fresh = [k for k in kernels.values() if k.name not in earlier]
+    units = translation_units(fresh, num_threads, printed, _cores(), UNIT_MIN_LINES) if fresh else []
+    with ThreadPoolExecutor(max(len(units), 1), thread_name_prefix="brrr-build") as pool:
         libs = list(pool.map(lambda unit: _try_build(unit[1], cfg), units))
     group_of = {k.name: gid for gid, k in kernels.items()}
-    compiled = {}
-    for (members, source), lib in zip(units, libs):
+    for (members, _), lib in zip(units, libs):
         for k in members:
             gid = group_of[k.name]
-            if lib is not None:
-                compiled[gid] = _compiled(k, lib, gid, out_specs[gid])
-            else:
-                compiled.update(_build_alone(k, gid, out_specs[gid], cfg, num_threads, printed))
-    return compiled, _joined([source for _, source in units])
+            own = lib if lib is not None else _build_alone(k, cfg, num_threads, printed)
+            compiled.update(_bind(k, own, gid, out_specs[gid], keys[k.name]))
+    return compiled, _joined([source for _, source in units], earlier)
+
+
+def _bind(k: Kernel, lib, gid: int, out_specs, key: str) -> dict:
+    """{gid: CompiledKernel} for `k` in `lib`, remembered for reuse; {} without a library."""
+    if lib is None:
+        return {}
+    reuse.remember(key, lib, k.name)
+    return {gid: _compiled(k, lib, k.name, gid, out_specs)}
 
 
 def _try_build(source: str, cfg):
@@ -73,18 +90,17 @@ def _try_build(source: str, cfg):
         return None
 
 
-def _build_alone(k: Kernel, gid: int, out_specs, cfg, num_threads: int, printed) -> dict:
-    """{gid: CompiledKernel} for `k` built in a unit of its own; {} (and one warning)
-    when it fails to build there too."""
+def _build_alone(k: Kernel, cfg, num_threads: int, printed):
+    """The library of `k` built in a unit of its own; None (and one warning) when it fails
+    to build there too."""
     try:
-        lib = build_and_load(cpp.translation_unit([k], num_threads, printed), cfg.cache_dir,
-                             cfg.cxx)
-        return {gid: _compiled(k, lib, gid, out_specs)}
+        return build_and_load(cpp.translation_unit([k], num_threads, printed), cfg.cache_dir,
+                              cfg.cxx)
     except (BuildError, OSError) as err:
         warn_once(f"build-{k.name}-{hash(str(k))}",
                   f"brrr: kernel {k.name} failed to build; its ops run through ATen "
                   f"instead ({str(err).splitlines()[0]})")
-        return {}
+        return None
 
 
 def _cores() -> int:
@@ -92,9 +108,12 @@ def _cores() -> int:
     return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
-def _joined(sources: list[str]) -> str:
-    if len(sources) == 1:
-        return sources[0]
+def _joined(sources: list[str], earlier: dict[str, tuple]) -> str:
+    """The units' sources, after a line per kernel bound to an earlier build."""
+    head = "".join(f"// {name}: the code of {symbol}, built earlier in this process\n"
+                   for name, (_, symbol) in earlier.items())
+    if len(sources) <= 1:
+        return head + "".join(sources)
     n = len(sources)
-    return "\n".join(f"// ==== translation unit {i + 1} of {n} ====\n{s}"
-                     for i, s in enumerate(sources))
+    return head + "\n".join(f"// ==== translation unit {i + 1} of {n} ====\n{s}"
+                             for i, s in enumerate(sources))

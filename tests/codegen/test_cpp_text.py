@@ -45,11 +45,21 @@ def test_function_loops_and_pragmas():
     _, k = _kernel(_mul_exp, x, y.contiguous())
     src = cpp.kernel_source(k, 4)
     (FileCheck().check(f'extern "C" void {k.name}(const float* __restrict in0')
-     .check("#pragma omp parallel for num_threads(4)")
+     .check("// one thread: nwork * (n_inner < tile ? n_inner : tile) >= 32768 && nwork > 1 "
+            "is false for these sizes")
      .check("for (int64_t w = 0; w < nwork; ++w)")
      .check("#pragma omp simd").check("for (int64_t i0 = lo; i0 < hi; ++i0)")
      .check("brrr_expf(").check("out0[").run(src))
+    assert "omp parallel" not in src        # 561 elements: never forks, so no OpenMP region
     assert k.name.startswith("k0_")
+
+
+def test_parallel_pragma_when_the_work_forks():
+    """Enough work (or symbolic sizes): the loop keeps its pragma and its run-time if."""
+    x = torch.randn(256, 256)
+    _, k = _kernel(_mul_exp, x, torch.randn(256, 256))
+    (FileCheck().check("#pragma omp parallel for num_threads(4) schedule(static) if (")
+     .check("for (int64_t w = 0; w < nwork; ++w)").run(cpp.kernel_source(k, 4)))
 
 
 def test_transposed_operand_is_staged_in_tiles():

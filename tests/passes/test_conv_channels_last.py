@@ -141,3 +141,23 @@ def test_output_of_other_strides_is_copied_back_into_them():
     gm = _pass(fn, *args)
     assert aten.empty_strided.default in [n.target for n in gm.graph.nodes]
     _check(gm, fn, *args)
+
+
+def test_only_values_downstream_of_a_layout_change_are_recomputed():
+    """A branch the convolution does not reach keeps its FakeTensors (not run again); the
+    values after the convolution get new ones, and every stride still matches a real run."""
+    def fn(x, w, z):
+        a = (z * 2).view(-1)              # independent of the convolution
+        return F.conv2d(x, w, padding=1).relu(), a + 1
+
+    args = (*_inputs()[:2], torch.randn(3, 4))
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    before = {n.name: n.meta.get("val") for n in gm.graph.nodes}
+    gm.meta[LAYOUT_FREE_OUTPUTS] = ()
+    gm = run_pipeline(gm, ("conv_channels_last",))
+    vals = {n.name: n.meta.get("val") for n in gm.graph.nodes}
+    assert _layout_copies(gm)
+    kept = [name for name, v in vals.items() if v is before.get(name)]
+    assert {"mul", "view", "add"} <= set(kept), kept
+    assert vals["relu"] is not before["relu"] and vals["relu"].is_contiguous(memory_format=CL)
+    _check(gm, fn, *args)

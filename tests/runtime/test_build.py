@@ -319,3 +319,25 @@ def test_prefetch_probes_once_in_the_background(tmp_path, toolchain, monkeypatch
     assert find_toolchain(toolchain.cxx, str(tmp_path)) == toolchain
     thread.join(10)
     assert probes == ["brrr-toolchain-probe"]
+
+
+def test_probe_compiles_once_and_falls_back_step_by_step(toolchain, monkeypatch):
+    """A compiler where everything works is probed with one compile (OpenMP and libmvec in
+    one TU); when that TU fails, the flag sets and libmvec are tried one by one and give
+    the same toolchain."""
+    from brrr_compiler.runtime import toolchain as tc_module
+    real, stems = tc_module._compiles, []
+
+    def compiles(cxx, flags, libs, source, tmp, stem):
+        stems.append(stem)
+        return None if stem == "both" and fail_both else real(cxx, flags, libs, source, tmp, stem)
+
+    monkeypatch.setattr(tc_module, "_compiles", compiles)
+    fail_both = False
+    assert tc_module._probe(toolchain.cxx) == toolchain
+    if "-lmvec" in toolchain.libs:
+        assert stems == ["both"]
+    stems.clear()
+    fail_both = True
+    assert tc_module._probe(toolchain.cxx) == toolchain
+    assert stems[0] == "both" and "openmp" in stems and len(stems) >= 3

@@ -1,0 +1,39 @@
+"""codegen/cpp_parallel.py: a parallel loop whose if clause is false for a kernel's
+constant sizes is printed without its OpenMP pragma; at the boundary it keeps it."""
+import pytest
+import torch
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.codegen.cpp import PARALLEL_MIN_NUMEL
+from brrr_compiler.lower.group import lower_group
+from tests.helpers import plan_of
+
+
+def _source(fn, *args) -> str:
+    plan = plan_of(fn, *args)
+    (group,) = plan.groups
+    return cpp.kernel_source(lower_group(group, group.name), 2)
+
+
+@pytest.mark.parametrize("cols, forks", [(PARALLEL_MIN_NUMEL // 2, True),
+                                         (PARALLEL_MIN_NUMEL // 2 - 1, False)])
+def test_row_reduction_at_the_boundary(cols, forks):
+    src = _source(lambda x: torch.softmax(x, -1), torch.randn(2, cols))
+    cond = "n_outer * n_red >= 32768 && n_outer > 1"
+    assert (f") if ({cond})" in src) == forks, src     # the rows' pragma
+    assert (f"// one thread: {cond} is false for these sizes" in src) != forks
+
+
+@pytest.mark.parametrize("rows, cols, forks", [(4096, 256, True), (32, 256, False),
+                                               (4096, 10, False)])   # one tile of columns
+def test_sum_over_rows(rows, cols, forks):
+    src = _source(lambda x: x.sum(0), torch.randn(rows, cols))
+    assert ("#pragma omp parallel" in src) == forks, src
+    assert ("// one thread:" in src) != forks
+
+
+@pytest.mark.parametrize("n, forks", [(256, True), (16, False)])
+def test_transposed_copy(n, forks):
+    src = _source(lambda x: x.t().contiguous() * 2, torch.randn(n, n))
+    assert ("#pragma omp parallel" in src) == forks, src
+    assert ("// one thread:" in src) != forks
