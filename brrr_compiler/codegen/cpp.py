@@ -16,7 +16,7 @@ import sympy
 import torch
 
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
-from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
+from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
 from brrr_compiler.codegen.cpp_tiled import tiled_loops, transposed_var
@@ -222,16 +222,16 @@ def _loops(k: Kernel, num_threads: int) -> list[str]:
               "  const int64_t ntiles = (n_inner + tile - 1) / tile;",
               "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(len(outer))) + "ntiles;",
               "  if (nwork == 0) return;"]
-    lines += pragma("  ", f"#pragma omp parallel for num_threads({num_threads}) schedule(static)",
-                    f"nwork * (n_inner < tile ? n_inner : tile) >= {PARALLEL_MIN_NUMEL} && nwork > 1",
-                    _pointwise_forks(k))
-    lines += ["  for (int64_t w = 0; w < nwork; ++w) {",
-              "    int64_t rest = w / ntiles;"]
+    pieces = split_inner(k) or [(0, None, k)]
+    stream = streamed(k) if len(pieces) == 1 else set()
+    loop = ["  for (int64_t w = 0; w < nwork; ++w) {", "    int64_t rest = w / ntiles;"]
     for i in reversed(range(len(outer))):
-        lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
-    lines += ["    const int64_t lo = (w % ntiles) * tile;",
-              "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
-    return lines + _inner_loops(k) + ["  }"]
+        loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
+    loop += ["    const int64_t lo = (w % ntiles) * tile;",
+             "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
+    loop += _inner_loops(k, pieces, stream) + ["  }"]
+    cond = f"nwork * (n_inner < tile ? n_inner : tile) >= {PARALLEL_MIN_NUMEL} && nwork > 1"
+    return lines + parallel_loop("  ", num_threads, cond, _pointwise_forks(k), loop, bool(stream))
 
 
 def _pointwise_forks(k: Kernel) -> bool | None:
@@ -244,13 +244,12 @@ def _pointwise_forks(k: Kernel) -> bool | None:
                  PARALLEL_MIN_NUMEL)
 
 
-def _inner_loops(k: Kernel) -> list[str]:
+def _inner_loops(k: Kernel, pieces: list, stream: set[str]) -> list[str]:
     """The innermost loop over [lo, hi), or one loop per piece of it where it splits
     (lower/split.py: cat's inputs, each a plain contiguous load in its own piece); stores
-    of outputs larger than the caches stream past them (cpp_stream.py)."""
+    to the `stream` buffers, outputs larger than the caches, stream past them
+    (cpp_stream.py)."""
     v = k.loop_vars[-1]
-    pieces = split_inner(k) or [(0, None, k)]
-    stream = streamed(k) if len(pieces) == 1 else set()
     lines = []
     for j, (a, b, piece) in enumerate(pieces):
         start = "lo" if j == 0 else f"brrr_max_i64(lo, {a})"
@@ -262,7 +261,7 @@ def _inner_loops(k: Kernel) -> list[str]:
             continue
         lines += ["    #pragma omp simd", f"    for (int64_t {v} = {start}; {v} < {end}; ++{v}) {{"]
         lines += _body_lines(piece, "      ") + ["    }"]
-    return lines + (["    brrr_stream_fence();"] if stream else [])
+    return lines
 
 
 def kernel_source(k: Kernel, num_threads: int) -> str:

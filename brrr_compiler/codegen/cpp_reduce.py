@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from brrr_compiler.codegen.cpp_online import OnlinePair, online_pair
-from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes
+from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, pragma, product, static_sizes
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed_rows
 from brrr_compiler.codegen.cpp_scratch import rows_in_outputs
@@ -102,16 +102,18 @@ class ReductionPrinter:
         return ([f"{indent}#pragma omp parallel for num_threads({self.threads}) schedule(static)",
                  f"{indent}for (int64_t sb = 0; sb < n_red; sb += {SPLIT_SLICE}) {{",
                  f"{indent}  const int64_t se = brrr_min_i64(sb + {SPLIT_SLICE}, n_red);"]
-                + self._segments(phase, [], indent + "  ", "sb", "se") + [f"{indent}}}"])
+                + self._segments(phase, [], indent + "  ", "sb", "se", fence=True) + [f"{indent}}}"])
 
     def _segments(self, phase, reds, indent: str, lo: str, hi: str,
-                  prefetch: bool = False) -> list[str]:
+                  prefetch: bool = False, fence: bool = False) -> list[str]:
         """Walk [lo, hi) of the flattened reduced dims in segments of at most CHUNK
         elements that never cross a row of the innermost reduced dim, so the innermost
         loop is a plain `omp simd` loop over that dim (the outer reduced dims are decoded
         once per segment, not per element). Reductions fold each segment into c_*, then
         into acc_*. `prefetch`: a row of the parallel-rows schedule, where the next row's
-        inputs may be prefetched (cpp_prefetch.py)."""
+        inputs may be prefetched (cpp_prefetch.py). `fence`: streamed stores are fenced
+        after the segments (a thread's slice of a split row); rows fence once per thread
+        (cpp_parallel.parallel_loop)."""
         inner, m, lines = self._segment_head(indent, lo, hi)
         for r in reds:
             lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
@@ -121,7 +123,8 @@ class ReductionPrinter:
             lines += chunked_loop(phase.body, self.stream, inner, f"cb - ro * {m}",
                                   f"ce - ro * {m}", lambda s: self.stmt_line(s, self.dtypes),
                                   self.cexpr, indent + "  ")
-            return lines + [f"{indent}  cb = ce;", f"{indent}}}", f"{indent}brrr_stream_fence();"]
+            lines += [f"{indent}  cb = ce;", f"{indent}}}"]
+            return lines + ([f"{indent}brrr_stream_fence();"] if fence else [])
         lines += self._chunk(phase, reds, indent + "  ", inner, m)
         return lines + [f"{indent}  cb = ce;", f"{indent}}}"]
 
@@ -325,13 +328,13 @@ class ReductionPrinter:
                                                                min_numel)
         row = ["for (int64_t w = 0; w < n_outer; ++w) {"]
         if not (self.k.scratch or across):
-            return (pragma("    ", f"#pragma omp parallel for num_threads({self.threads}) "
-                                   "schedule(static)", cond, fork)
-                    + ["    " + row[0]] + self._row("      ", False) + ["    }"])
+            loop = ["    " + row[0]] + self._row("      ", False) + ["    }"]
+            return parallel_loop("    ", self.threads, cond, fork, loop, bool(self.stream))
         lines = pragma("    ", f"#pragma omp parallel num_threads({self.threads})", cond, fork)
         lines += ["    {"] + self._scratch("      ", "malloc") + self._thread_locals(across, "      ")
         lines += [] if fork is False else ["      #pragma omp for schedule(static)"]
         lines += ["      " + row[0]]
         lines += self._row("        ", False) + ["      }"]
+        lines += ["      brrr_stream_fence();"] if self.stream else []
         lines += self._publish(across, "      ", "omp_get_thread_num()")
         return lines + self._scratch("      ", "free") + ["    }"]

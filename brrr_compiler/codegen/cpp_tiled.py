@@ -15,7 +15,7 @@ import dataclasses
 
 import sympy
 
-from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
+from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
 from brrr_compiler.lower.loops import linear_coeff
 
@@ -112,27 +112,28 @@ def tiled_loops(k, d: int, num_threads: int, cexpr, stmt_line, min_numel: int,
               f"  const int64_t ntb = (n_inner + {TILE_INNER} - 1) / {TILE_INNER};",
               "  const int64_t nwork = " + "".join(f"n{i} * " for i in others) + "nta * ntb;",
               "  if (nwork == 0) return;"]
-    lines += pragma("  ", f"#pragma omp parallel for num_threads({num_threads}) schedule(static)",
-                    f"nwork * {TILE_A * TILE_INNER} >= {min_numel} && nwork > 1",
-                    _tiled_forks(k, d, others, min_numel))
-    lines += ["  for (int64_t w = 0; w < nwork; ++w) {",
-              "    const int64_t tb = w % ntb;",
-              "    int64_t rest = w / ntb;",
-              "    const int64_t ta = rest % nta; rest /= nta;"]
+    loop = ["  for (int64_t w = 0; w < nwork; ++w) {",
+            "    const int64_t tb = w % ntb;",
+            "    int64_t rest = w / ntb;",
+            "    const int64_t ta = rest % nta; rest /= nta;"]
     for i in reversed(others):
-        lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
-    lines += [f"    const int64_t a_lo = ta * {TILE_A};",
-              f"    const int64_t a_hi = brrr_min_i64(a_lo + {TILE_A}, n{d});",
-              f"    const int64_t b_lo = tb * {TILE_INNER};",
-              f"    const int64_t b_hi = brrr_min_i64(b_lo + {TILE_INNER}, n_inner);"]
+        loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
+    loop += [f"    const int64_t a_lo = ta * {TILE_A};",
+             f"    const int64_t a_hi = brrr_min_i64(a_lo + {TILE_A}, n{d});",
+             f"    const int64_t b_lo = tb * {TILE_INNER};",
+             f"    const int64_t b_hi = brrr_min_i64(b_lo + {TILE_INNER}, n_inner);"]
     stream = streamed(k)
     staged, k = _staging(k, _transposed_loads(k, a, inner), a, inner, storage, cexpr)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
-    lines += staged + [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{"]
+    loop += staged + [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{"]
     if stream:
-        lines += chunked_loop(k.body, stream, inner, "b_lo", "b_hi",
-                              lambda s: stmt_line(s, dtypes), cexpr, "      ")
-        return lines + ["    }", "    brrr_stream_fence();", "  }"]
-    lines += ["      #pragma omp simd", f"      for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner}) {{"]
-    lines += ["        " + stmt_line(s, dtypes) for s in k.body]
-    return lines + ["      }", "    }", "  }"]
+        loop += chunked_loop(k.body, stream, inner, "b_lo", "b_hi",
+                             lambda s: stmt_line(s, dtypes), cexpr, "      ")
+    else:
+        loop += ["      #pragma omp simd",
+                 f"      for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner}) {{"]
+        loop += ["        " + stmt_line(s, dtypes) for s in k.body] + ["      }"]
+    loop += ["    }", "  }"]
+    cond = f"nwork * {TILE_A * TILE_INNER} >= {min_numel} && nwork > 1"
+    return lines + parallel_loop("  ", num_threads, cond, _tiled_forks(k, d, others, min_numel),
+                                 loop, bool(stream))

@@ -243,8 +243,10 @@ def test_outputs_larger_than_the_cache_stream_past_it():
     big = cpp.kernel_source(_kernel(lambda x: x * 2 + 1, torch.randn(4096, 2048))[1], 2)
     (FileCheck().check("__typeof__(out0[0]) sb_out0[256];").check("sb_out0[i0 - c0] =")
      .check("brrr_stream(&out0[").check("brrr_stream_fence();").run(big))
+    f64 = cpp.kernel_source(_kernel(lambda x: x * 2, torch.randn(2048, 2048, dtype=torch.float64))[1], 2)
+    FileCheck().check("__typeof__(out0[0]) sb_out0[256];").check("brrr_stream(&out0[").run(f64)
     bf16 = cpp.kernel_source(_kernel(lambda x: x * 2, torch.randn(4096, 4096, dtype=torch.bfloat16))[1], 2)
-    FileCheck().check("sb_out0[i0 - c0] = brrr_bf16_bits(").check("brrr_stream(&out0[").run(bf16)
+    assert "brrr_stream" not in bf16                # see cpp_stream.STREAM_DTYPES
     small = cpp.kernel_source(_kernel(lambda x: x * 2 + 1, torch.randn(64, 2048))[1], 2)
     short = cpp.kernel_source(_kernel(lambda x: x[:, :128] * 2, torch.randn(65536, 256))[1], 2)
     assert "brrr_stream" not in small and "brrr_stream" not in short
@@ -263,4 +265,6 @@ def test_row_kernels_stream_their_last_phase():
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
 
     src = cpp.kernel_source(_kernel(rms, torch.randn(4096, 2048))[1], 2)
-    FileCheck().check("reduction(+:").check("brrr_stream(&out0[").run(src)
+    (FileCheck().check("#pragma omp for schedule(static) nowait").check("reduction(+:")
+     .check("brrr_stream(&out0[").check("brrr_stream_fence();").run(src))
+    assert src.count("brrr_stream_fence();") == 2   # once per thread, in both row schedules

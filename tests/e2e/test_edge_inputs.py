@@ -439,13 +439,11 @@ def test_views_absorbed_still_match_eager():
 @pytest.mark.parametrize("fn", [lambda x: x * 2 - x.abs(),
                                 lambda x: x * torch.rsqrt((x * x).mean(-1, True) + 1e-6)],
                          ids=["pointwise", "rows"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16],
-                         ids=["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 def test_streamed_outputs_match_eager(fn, dtype):
     """Outputs over 32 MB are written with streaming stores (cpp_stream.py); 2049 columns
-    put most rows off the 64-byte alignment, so heads and tails take plain stores. Two-byte
-    outputs need twice the rows to reach 32 MB."""
-    x = torch.randn(4100 * (4 // dtype.itemsize), 2049).to(dtype)
+    put most rows off the 64-byte alignment, so heads and tails take plain stores."""
+    x = torch.randn(4100, 2049).to(dtype)
     x[7, 3] = float("nan")
     check_against_eager(fn, x, grad=False)
 
