@@ -11,6 +11,12 @@ apart. Too few columns for a TILE per thread (a bias gradient's 256 on 2 threads
 narrower tiles, down to MIN_TILE, so that no thread idles. Per-row values of the kernel
 (scalar phases, reduction results) become arrays over the tile. Rows are folded in
 chunks as in the row schedule.
+
+Each row of a tile is a piece of at most a few KB on pages of its own (the next row's
+piece is a whole row further on), where the hardware prefetcher starts afresh. So the
+loop asks for the piece PREFETCH_BYTES ahead (at least MIN_AHEAD rows, at most MAX_AHEAD)
+of every input it reads contiguously along the columns: a sum over dim 0 of a 4096 x 4096
+float32 matrix, interleaved, 2.65 -> 1.89 ms (eager 3.53).
 """
 from __future__ import annotations
 
@@ -19,11 +25,16 @@ import sympy
 from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter, _init, _update
 from brrr_compiler.kernel_ir import Phase, Stmt
+from brrr_compiler.lower.loops import linear_coeff
 
 TILE = 256              # the tile when sizes are symbolic, and the narrowest the byte budget asks
 MIN_TILE = 64           # the narrowest tile, so that every thread gets columns (256 over 2 threads)
 MAX_TILE = 2048
 MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per element
+PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested
+MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 rows best)
+LINE_BYTES = 64
+SMALL_BYTES = 1 << 20        # less than this stays in the per-core L2: no prefetch (256^2: 17 -> 19 us)
 
 
 class OuterReductionPrinter(ReductionPrinter):
@@ -81,11 +92,34 @@ class OuterReductionPrinter(ReductionPrinter):
                  f"{indent}  const int64_t ce = brrr_min_i64(cb + {CHUNK}, n_red);"]
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
-        lines += self._decode_r(indent + "    ") + self._tile_loop(indent + "    ", body)
+        lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
+        lines += self._tile_loop(indent + "    ", body)
         lines += [f"{indent}  }}"]
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])
         lines += [f"{indent}}}"]
         lines += self._tile_loop(indent, [self._final(r) for r in reds])
+        return lines
+
+    def _prefetch(self, phase: Phase, indent: str) -> list[str]:
+        """Request each contiguous input's piece of a row further ahead (module note); only
+        with one reduced dim, whose next rows are `r + ahead`, and inputs past the L2."""
+        k = self.k
+        sizes = static_sizes(list(k.ranges) + list(k.reduction_ranges))
+        if len(k.reduction_vars) != 1 or (sizes is not None and product(sizes) * 4 < SMALL_BYTES):
+            return []
+        r, inner, allv = k.reduction_vars[0], k.loop_vars[-1], k.all_vars()
+        inputs = {b.name: b.dtype.itemsize for b in k.inputs}
+        loads = {(s.buffer, s.index) for s in phase.body if s.op == "load" and s.buffer in inputs
+                 and linear_coeff(s.index, inner, allv) == 1 and linear_coeff(s.index, r, allv)}
+        lines = []
+        pf = sympy.Symbol("pf", integer=True)
+        lo = sympy.Symbol("lo", integer=True)
+        for buf, index in sorted(loads, key=str):
+            size = inputs[buf]
+            ahead = min(MAX_AHEAD, max(MIN_AHEAD, PREFETCH_BYTES // (self.tile * size)))
+            addr = self.cexpr(index.xreplace({r: r + ahead, inner: lo + pf}))
+            lines.append(f"{indent}if ({r} + {ahead} < m0) for (int64_t pf = 0; pf < bn; "
+                         f"pf += {LINE_BYTES // size}) __builtin_prefetch(&{buf}[{addr}], 0, 1);")
         return lines
 
     def _reset(self, r: Stmt) -> list[str]:

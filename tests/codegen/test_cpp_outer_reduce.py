@@ -25,3 +25,15 @@ def test_narrow_tiles_match_eager():
     # small integers sum exactly in any order: every column must match
     x = torch.randint(-8, 8, (300, 200), generator=torch.Generator().manual_seed(0)).float()
     check_against_eager(lambda x: (x * 2).sum(0), x.requires_grad_())
+
+
+def test_large_column_sums_prefetch_rows_ahead():
+    """Each row's piece of a tile sits on pages of its own: the loop requests the piece
+    of a row further on (cpp_outer_reduce.PREFETCH_BYTES); inputs within the L2 do not."""
+    def source(x):
+        g = plan_of(lambda t: t.sum(0), x).groups[0]
+        return cpp.kernel_source(lower_group(g, g.name), 2)
+
+    big = source(torch.rand(4096, 4096))
+    assert "if (r0 + 8 < m0) for (int64_t pf = 0; pf < bn; pf += 16) __builtin_prefetch(&in0[" in big
+    assert "__builtin_prefetch" not in source(torch.rand(256, 256))

@@ -454,3 +454,11 @@ def test_streamed_tiled_transpose_matches_eager():
     x, y = torch.randn(4100, 2049), torch.randn(2049, 4100)
     y[5, 9] = float("nan")
     check_against_eager(lambda a, b: (a + b.t()) * 0.5, x, y, grad=False)
+
+
+def test_prefetched_column_sums_match_eager():
+    """Column sums over inputs past the L2 prefetch rows ahead (cpp_outer_reduce.py); the
+    last rows have nothing ahead of them, and NaN still propagates down its column."""
+    x = torch.rand(3000, 1100)
+    x[2995, 7] = float("nan")
+    check_against_eager(lambda a: (a * 2).sum(0), x, grad=False)
