@@ -48,6 +48,9 @@ class _Signs:
         self.keys: dict[str, object] = {}
         self.maxima = {s.out: self.key(s.args[0]) for p in k.phases if p.loop for s in p.body
                        if s.op == "reduce" and s.value == "max" and s.dtype.is_floating_point}
+        # x - max(x) is only known <= 0 where some x was folded: inside a loop phase (a
+        # later phase may see the max of an empty row, -inf)
+        self.in_loop = {s.out for p in k.phases if p.loop for s in p.body if s.out is not None}
         self.nonneg: set[str] = set()
         self.nonpos: set[str] = set()
         for s in k.body:
@@ -99,7 +102,8 @@ class _Signs:
             return a[0] in self.nonpos and a[1] in self.nonpos
         if s.op == "sub":
             return ((a[0] in self.nonpos and a[1] in self.nonneg)
-                    or (a[1] in self.maxima and self.key(a[0]) == self.maxima[a[1]]))
+                    or (a[1] in self.maxima and s.out in self.in_loop
+                        and self.key(a[0]) == self.maxima[a[1]]))
         if s.op == "neg":
             return a[0] in self.nonneg
         return self._float_cast(s) and a[0] in self.nonpos
