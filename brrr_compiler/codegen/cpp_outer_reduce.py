@@ -23,6 +23,7 @@ from __future__ import annotations
 import sympy
 
 from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
+from brrr_compiler.codegen.cpp_prefetch import LINE_BYTES, prefetch_loop
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter, _init, _update
 from brrr_compiler.kernel_ir import Phase, Stmt
 from brrr_compiler.lower.loops import linear_coeff
@@ -33,7 +34,6 @@ MAX_TILE = 2048
 MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per element
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested
 MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 rows best)
-LINE_BYTES = 64
 SMALL_BYTES = 1 << 20        # less than this stays in the per-core L2: no prefetch (256^2: 17 -> 19 us)
 
 
@@ -104,22 +104,23 @@ class OuterReductionPrinter(ReductionPrinter):
         """Request each contiguous input's piece of a row further ahead (module note); only
         with one reduced dim, whose next rows are `r + ahead`, and inputs past the L2."""
         k = self.k
-        sizes = static_sizes(list(k.ranges) + list(k.reduction_ranges))
-        if len(k.reduction_vars) != 1 or (sizes is not None and product(sizes) * 4 < SMALL_BYTES):
+        if len(k.reduction_vars) != 1:
             return []
+        sizes = static_sizes(list(k.ranges) + list(k.reduction_ranges))
+        numel = product(sizes) if sizes is not None else None
         r, inner, allv = k.reduction_vars[0], k.loop_vars[-1], k.all_vars()
         inputs = {b.name: b.dtype.itemsize for b in k.inputs}
         loads = {(s.buffer, s.index) for s in phase.body if s.op == "load" and s.buffer in inputs
-                 and linear_coeff(s.index, inner, allv) == 1 and linear_coeff(s.index, r, allv)}
+                 and linear_coeff(s.index, inner, allv) == 1 and linear_coeff(s.index, r, allv)
+                 and (numel is None or numel * inputs[s.buffer] >= SMALL_BYTES)}
+        pf, lo = sympy.Symbol("pf", integer=True), sympy.Symbol("lo", integer=True)
         lines = []
-        pf = sympy.Symbol("pf", integer=True)
-        lo = sympy.Symbol("lo", integer=True)
         for buf, index in sorted(loads, key=str):
             size = inputs[buf]
             ahead = min(MAX_AHEAD, max(MIN_AHEAD, PREFETCH_BYTES // (self.tile * size)))
             addr = self.cexpr(index.xreplace({r: r + ahead, inner: lo + pf}))
-            lines.append(f"{indent}if ({r} + {ahead} < m0) for (int64_t pf = 0; pf < bn; "
-                         f"pf += {LINE_BYTES // size}) __builtin_prefetch(&{buf}[{addr}], 0, 1);")
+            lines.append(prefetch_loop(indent, f"{r} + {ahead} < m0", "0", "bn", LINE_BYTES // size,
+                                       buf, addr))
         return lines
 
     def _reset(self, r: Stmt) -> list[str]:

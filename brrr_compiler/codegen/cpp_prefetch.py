@@ -14,6 +14,7 @@ from __future__ import annotations
 import sympy
 
 from brrr_compiler.kernel_ir import Kernel, Phase
+from brrr_compiler.lower.loops import linear_coeff
 
 LINE_BYTES = 64
 MAX_ROW_ELEMS = 65536   # a row of this many elements per buffer (256 KB of fp32) still fits
@@ -30,7 +31,8 @@ class NextRowPrefetch:
         self.loads: dict[tuple, int] = {}      # (buffer, index) -> elements per line
         if self.phase is not None and inner is not None:
             for s in loop_phases[0].body:
-                if s.op == "load" and s.buffer in inputs and _unit_stride(s.index, inner):
+                if s.op == "load" and s.buffer in inputs and \
+                        linear_coeff(s.index, inner, k.all_vars()) == 1:
                     self.loads[(s.buffer, s.index)] = LINE_BYTES // inputs[s.buffer].itemsize
 
     @property
@@ -54,14 +56,13 @@ class NextRowPrefetch:
         pf = sympy.Symbol("pf", integer=True)
         subs = {v: sympy.Symbol(f"p_{v}", integer=True) for v in k.loop_vars}
         subs[inner] = pf
-        lines = []
-        for (buf, index), step in self.loads.items():
-            addr = self.cexpr(index.xreplace(subs))
-            lines += [f"{indent}if (pf_row)",
-                      f"{indent}  for (int64_t pf = {lo}; pf < {hi}; pf += {step}) "
-                      f"__builtin_prefetch(&{buf}[{addr}], 0, {LOCALITY});"]
-        return lines
+        return [prefetch_loop(indent, "pf_row", lo, hi, step, buf, self.cexpr(index.xreplace(subs)))
+                for (buf, index), step in self.loads.items()]
 
 
-def _unit_stride(index, var) -> bool:
-    return index is not None and sympy.diff(index, var) == 1
+def prefetch_loop(indent: str, cond: str, lo: str, hi: str, step: int, buf: str, addr: str) -> str:
+    """One line: if `cond`, ask for `buf`'s elements `addr` for pf in [lo, hi), one request
+    per cache line (`step` elements), into L2 (LOCALITY)."""
+    return (f"{indent}if ({cond}) for (int64_t pf = {lo}; pf < {hi}; pf += {step}) "
+            f"__builtin_prefetch(&{buf}[{addr}], 0, {LOCALITY});")
+

@@ -71,6 +71,7 @@ class ReductionPrinter:
                           if s.op == "reduce"}
         self.prefetch = NextRowPrefetch(kernel, cexpr)
         self.stream = streamed_rows(kernel)       # outputs larger than the caches
+        self.online = online_pair(kernel)         # max and sum of exps in one walk
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
@@ -258,7 +259,7 @@ class ReductionPrinter:
         lines = [f"{indent}int64_t rest = w;"]
         for i in reversed(range(len(k.ranges))):
             lines.append(f"{indent}const int64_t {k.loop_vars[i]} = rest % n{i}; rest /= n{i};")
-        pair = None if split else online_pair(k)
+        pair = None if split else self.online
         if not split and self.prefetch.active and (pair is None or self.prefetch.phase is not pair.second):
             lines += self.prefetch.next_row(indent)
         for p in k.phases:
