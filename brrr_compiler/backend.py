@@ -76,7 +76,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                      device=device, allow_across=(target == "cpp"))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
-    kernels, specs, printed = lower_plan(plan, target, threads)
+    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision)
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
@@ -117,14 +117,17 @@ def choose_target(cfg: Config, gm) -> tuple:
     return "cpp", torch.device("cpu")
 
 
-def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1):
+def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
+               low_precision: str = "float32"):
     """Kernel IR for every group that lowers, and each kernel's printed source by name (the
-    C++ target's, for its translation unit); a group that does not runs through ATen."""
+    C++ target's, for its translation unit); a group that does not runs through ATen.
+    `low_precision`: Config.low_precision."""
     kernels, specs, printed = {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
-            k = lower_group(g, g.name, use_scratch=(target == "cpp"))
+            k = lower_group(g, g.name, use_scratch=(target == "cpp"),
+                            round_results=(low_precision == "eager"))
             # a printer gap shows up here, not at build
             text = (cpp.kernel_source(k, num_threads) if target == "cpp"
                     else triton_printer.kernel_source(k))

@@ -45,10 +45,19 @@ class Config:
     max_kernel_args: int = 48
     # check at run time that ATen fallbacks return the strides the compiler assumed
     check_strides: bool = False
+    # float16/bfloat16 values inside a kernel: "eager" rounds every op's result to its
+    # dtype, as eager does (results match eager's bits but for the last-ulp differences of
+    # transcendental functions); "float32" computes in float32 between ops and rounds only
+    # at the casts the program wrote and at the kernel's stores (fewer roundings: faster,
+    # and at least as accurate, but not eager's bits; inductor's default does the same
+    # but also drops the program's own casts)
+    low_precision: str = "float32"
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
+
+LOW_PRECISION_MODES = ("eager", "float32")
 
 _ENV = {
     "BRRR_FUSION": ("fusion", str),
@@ -58,6 +67,7 @@ _ENV = {
     "BRRR_CXX": ("cxx", str),
     "BRRR_NUM_THREADS": ("num_threads", int),
     "BRRR_TARGET": ("target", str),
+    "BRRR_LOW_PRECISION": ("low_precision", str),
     "BRRR_CHECK_STRIDES": ("check_strides", lambda v: v not in ("", "0", "false", "False")),
     "BRRR_CUDAGRAPHS": ("cudagraphs", lambda v: v not in ("", "0", "false", "False")),
 }
@@ -94,5 +104,8 @@ def _validate(cfg: Config) -> None:
                          "or a policy object")
     if cfg.target not in ("auto", "cpp", "triton"):
         raise ValueError(f"brrr: option target={cfg.target!r}; expected 'auto', 'cpp' or 'triton'")
+    if cfg.low_precision not in LOW_PRECISION_MODES:
+        raise ValueError(f"brrr: option low_precision={cfg.low_precision!r}; expected "
+                         + " or ".join(repr(m) for m in LOW_PRECISION_MODES))
     if cfg.num_threads < 0:
         raise ValueError("brrr: option num_threads must be >= 0")

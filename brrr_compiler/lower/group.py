@@ -27,7 +27,8 @@ from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, loop_symbol, reductio
 from brrr_compiler.lower import index_rules, indexing
 from brrr_compiler.lower.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
-from brrr_compiler.lower.scalar_rules import Body, Namer, V, lower_node, normalized, opmath
+from brrr_compiler.lower.scalar_rules import (LOW_PRECISION, Body, Namer, V, lower_node,
+                                              normalized, opmath)
 from brrr_compiler.lower.signs import mark_nonpositive_exps
 from brrr_compiler.partition.domains import after_rows
 from brrr_compiler.reduction_spec import reduction_spec
@@ -82,6 +83,7 @@ class _GroupLowering:
         self.first_loop: dict = {}            # (node, idx) -> (loop phase, value) first computed
         self.scratch: dict = {}               # (node, idx) -> scratch Buffer
         self.use_scratch = True
+        self.round_results = True
 
     # phase 0 is the scalar prologue; loop phase k is 1+2k; scalar phase k is 2+2k
     def loop_body(self, k: int) -> Body:
@@ -118,10 +120,18 @@ class _GroupLowering:
         key = (node, idx, scope)
         if key not in self.memo:
             v = self._from_scratch(node, idx, scope, body)
-            self.memo[key] = v if v is not None else self._compute(node, idx, body)
+            self.memo[key] = v if v is not None else self._held(node, self._compute(node, idx, body), body)
             if scope[0] == "loop":
                 self.first_loop.setdefault((node, idx), (scope[1], self.memo[key]))
         return self.memo[key]
+
+    def _held(self, node, v: V, body: Body) -> V:
+        """`v` as eager holds `node`'s value: rounded to float16/bfloat16 when the node has
+        that dtype (with round_results), else in the compute dtype the rules left it in."""
+        dtype = node.meta["val"].dtype
+        if v.dtype == dtype or dtype not in LOW_PRECISION:
+            return v
+        return body.cast(v, dtype if self.round_results else opmath(dtype))
 
     def _from_scratch(self, node, idx, scope, body: Body) -> V | None:
         """Re-read an expensive value an earlier loop phase computed (softmax's exp)."""
@@ -172,7 +182,7 @@ class _GroupLowering:
             if isinstance(a, torch.fx.Node):
                 a = self.value(a, indexing.broadcast(idx, indexing.shape(a.meta["val"])))
             args[name] = a
-        return lower_node(node, args, body, ops.info(node.target).scalar)
+        return lower_node(node, args, body, ops.info(node.target).scalar, self.round_results)
 
     def _check_reduced_index(self, node, idx: tuple) -> None:
         """A reduced value exists only at its own kept index: a consumer reading it at
@@ -228,8 +238,11 @@ def _is_reduced_output(node, domain, dims) -> bool:
                            and any(domain[d] != 1 for d in dims))
 
 
-def lower_group(group, name: str, use_scratch: bool = False) -> Kernel:
-    """The Kernel computing `group`'s outputs, loops ordered for its first output."""
+def lower_group(group, name: str, use_scratch: bool = False, round_results: bool = True) -> Kernel:
+    """The Kernel computing `group`'s outputs, loops ordered for its first output.
+    `round_results`: every float16/bfloat16 node's value is rounded to its dtype, as eager
+    holds it; without, values stay float32 between ops (casts included) and only stores
+    round (Config.low_precision)."""
     domain = [indexing.to_sympy(s) for s in group.domain]
     dims = tuple(group.reduced_dims)
     outer = [d for d in range(len(domain)) if d not in dims]
@@ -240,6 +253,7 @@ def lower_group(group, name: str, use_scratch: bool = False) -> Kernel:
     low = _GroupLowering(group, red_vars, [domain[d] for d in dims])
     low.full_idx = full_idx
     low.use_scratch = use_scratch
+    low.round_results = round_results
     for out in group.outputs:            # output buffers in the order the runner allocates
         low.buffer(out, is_output=True)
     _emit_phases(low, group, full_idx, domain, dims)
@@ -259,7 +273,8 @@ def lower_group(group, name: str, use_scratch: bool = False) -> Kernel:
         out_strides = [s for d, s in enumerate(out_strides) if d not in dims]
     kernel = mark_nonpositive_exps(simplify_loops(kernel, out_strides))
     if kernel.scratch and reduces_outer_dim(kernel):
-        return lower_group(group, name, use_scratch=False)   # the tiled schedule recomputes
+        return lower_group(group, name, use_scratch=False,    # the tiled schedule recomputes
+                           round_results=round_results)
     return kernel
 
 

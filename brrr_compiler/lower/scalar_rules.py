@@ -4,14 +4,18 @@ Each node's result dtype comes from its FakeTensor (`meta["val"]`), so type prom
 eager's by construction. Arithmetic runs in the op-math dtype (float16/bfloat16 compute
 in float32, like ATen's CPU kernels); comparisons run in the promoted dtype of their
 inputs; explicit casts (`_to_copy`, `convert_element_type`) really round, so
-`x.to(bfloat16).float()` loses the bits it loses in eager.
+`x.to(bfloat16).float()` loses the bits it loses in eager. With `exact` off
+(Config.low_precision="float32") values stay float32 between ops: only the casts the
+program wrote and the kernel's stores round (group.py rounds each op's result when exact).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import torch
 
+from brrr_compiler import ops
 from brrr_compiler.kernel_ir import Stmt
 
 aten = torch.ops.aten
@@ -77,6 +81,7 @@ class Ctx(NamedTuple):
     node: torch.fx.Node
     a: dict            # the op's arguments by schema name; tensors already lowered to V
     b: Body
+    exact: bool = True   # float16/bfloat16 values round where eager rounds them
 
     @property
     def out(self) -> torch.dtype:
@@ -125,13 +130,16 @@ def binary(op: str) -> Callable:
     return rule
 
 
-def _round_scalar(c: Ctx, v):
+def _round_scalar(c: Ctx, v, name: str):
     """eager's add/sub first converts every operand (a Python scalar, a float32 0-dim
-    tensor) to a float16/bfloat16 result's dtype, then computes in float32."""
+    tensor) to a float16/bfloat16 result's dtype, then computes in float32. An operand of
+    that dtype already is left alone when not exact (float32 mode holds it in float32)."""
     if c.out not in LOW_PRECISION:
         return v
     if isinstance(v, V):
-        return c.b.cast(v, c.out)
+        arg = normalized(c.node)[name]
+        held = isinstance(arg, torch.fx.Node) and arg.meta["val"].dtype == c.out
+        return c.b.cast(v, c.cdt if held and not c.exact else c.out)
     return torch.tensor(v, dtype=c.out).item()
 
 
@@ -144,10 +152,9 @@ def _alpha(c: Ctx, v: V) -> V:
 
 def add_sub(op: str) -> Callable:
     def rule(c: Ctx) -> V:
-        x, y = c.a["self"], c.a["other"]
+        x, y = _round_scalar(c, c.a["self"], "self"), _round_scalar(c, c.a["other"], "other")
         if c.node.target in (aten.rsub.Scalar, aten.rsub.Tensor):
             x, y = y, x
-        x, y = _round_scalar(c, x), _round_scalar(c, y)
         x, y = c.b.cast(x, c.cdt), _alpha(c, c.b.cast(y, c.cdt))
         return c.b.emit(op, c.cdt, (x, y))
     return rule
@@ -222,7 +229,24 @@ def relu(c: Ctx) -> V:
 
 
 def copy(c: Ctx) -> V:
-    return c.b.cast(_first(c.a, "self", "a"), c.out)
+    """A cast. To float16/bfloat16 it rounds when exact, or when the program wrote it;
+    a decomposition's own cast (silu's round trip through float32) is left to the store."""
+    rounds = c.exact or written_cast(c.node)
+    return c.b.cast(_first(c.a, "self", "a"), c.out if rounds else c.cdt)
+
+
+def written_cast(node: torch.fx.Node) -> bool:
+    """Whether a cast node is one the program wrote (or autocast added), not one that a
+    decomposition put inside a composite op: AOTAutograd's `original_aten` names the op
+    each node came from (another instance of the overload, so matched by name). Unknown
+    origin counts as written."""
+    origin = node.meta.get("original_aten")
+    return origin is None or str(origin) in _cast_names()
+
+
+@functools.cache
+def _cast_names() -> frozenset:
+    return frozenset(str(op) for op, i in ops.TABLE.items() if i.scalar == "copy")
 
 
 def constant(c: Ctx) -> V:
@@ -286,8 +310,10 @@ for _op in ("neg", "abs", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10
     RULES[_op] = unary(_op)
 
 
-def lower_node(node: torch.fx.Node, args: dict[str, Any], body: Body, scalar: str) -> V:
-    """Emit the statements computing `node` from its (already lowered) arguments."""
+def lower_node(node: torch.fx.Node, args: dict[str, Any], body: Body, scalar: str,
+               exact: bool = True) -> V:
+    """Emit the statements computing `node` from its (already lowered) arguments.
+    `exact`: round float16/bfloat16 values where eager does (else only stores round)."""
     if scalar not in RULES:
         raise NotImplementedError(f"brrr: no scalar rule for {scalar!r} ({node.target})")
-    return RULES[scalar](Ctx(node, args, body))
+    return RULES[scalar](Ctx(node, args, body, exact))
