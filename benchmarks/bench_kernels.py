@@ -178,8 +178,10 @@ def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
               if "inductor" in r["times"]}
     slow_eager = [_eager_miss(n, timed[n]["times"], v) for n, v in vs_eager.items() if v < 1.0]
     slow_eager += failed
-    below_floor = [n for n, r in timed.items() if _ratio(r["times"], "eager", harness.FLOOR)
-                   is not None and r["times"]["eager"] < r["times"][harness.FLOOR]]
+    floored = {n: r["times"] for n, r in timed.items() if harness.FLOOR in r["times"]}
+    below_floor = [n for n, t in floored.items() if t["eager"] < t[harness.FLOOR]]
+    own_ok = [n for n, t in floored.items() if vs_eager[n] < 1.0 and n not in below_floor
+              and t["brrr"] - t[harness.FLOOR] <= 1.05 * t["eager"]]
     slow_ind = [f"{n} ({v:.2f}x)" for n, v in vs_ind.items() if v < 1.0]
     slow_ind += failed if vs_ind else []
     big = {n: r["nbytes"] / r["times"]["brrr"] / bandwidth for n, r in timed.items()
@@ -195,6 +197,9 @@ def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
         *([f"  - eager's whole call is faster than Dynamo's own per-call cost (the `floor` "
            f"column) on {len(below_floor)} case(s): {', '.join(below_floor)}. No "
            "torch.compile backend can beat eager there."] if below_floor else []),
+        *([f"  - on {len(own_ok)} other miss(es) brrr less the floor is at most 5% over "
+           f"eager's time or below it: {', '.join(own_ok)}; there the floor decides."]
+          if own_ok else []),
         "- brrr at least as fast as inductor on every case: "
         + verdict(slow_ind, len(results) if vs_ind else 0),
         f"- geometric-mean speedup over inductor >= 1.3x: {gm_verdict}"
@@ -206,7 +211,10 @@ def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
         "samples above vary widely the machine was loaded, and cases under ~1 ms are "
         "dominated by preemption (an OpenMP region waits for a descheduled thread). chain10 "
         "is compute-bound (transcendentals) on 2 cores: no backend reaches the bandwidth "
-        "target on it.",
+        "target on it. The bfloat16 cases move half the bytes of their float32 twins for the "
+        "same arithmetic (exp, erf, and the conversions to and from bfloat16), so on 2 cores "
+        "they are compute-bound too. rms_norm's `h.type_as(x)` is a cast the program wrote: "
+        "brrr rounds there, as eager does; inductor drops that rounding.",
     ]
 
 
@@ -279,6 +287,11 @@ NOTES = """## How to read this
 - `GB/s (% stream)`: `MB moved` / time, and that over the stream bandwidth of this run.
   A kernel that reads more than it writes can exceed 100% (the copy's writes pay for
   write-allocate traffic the count leaves out).
+- bfloat16 cases run under brrr's default `low_precision="float32"`: values stay float32
+  inside a fused kernel and round at the casts the program wrote and at stores (one
+  rounding per fused chain, as inductor, which also drops written casts; eager rounds
+  after every op). `brrr:low_precision=eager`, when timed, rounds after every op as eager
+  does and matches eager's bits.
 - Tolerances: float32 rtol = atol = 1e-5; reductions (norms, softmax, sums,
   cross-entropy) rtol 1e-4 (atol 1e-5, softmax 1e-7); bfloat16 rtol 1.6e-2, atol 1e-2."""
 
