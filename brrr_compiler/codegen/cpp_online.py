@@ -64,3 +64,28 @@ def _pair(first: Phase, second: Phase) -> OnlinePair | None:
     if any(s.op == "store" for s in second.body):
         return None
     return OnlinePair(first, second, mx, sm)
+
+
+def online_walk(printer, pair: OnlinePair, indent: str) -> list[str]:
+    """A row's max and sum of exp(x - max) in one walk (the module note), printed with
+    the row printer's segments and chunks (cpp_reduce.ReductionPrinter)."""
+    acc = printer.acc
+    mx, sm = pair.max_, pair.sum_
+    ct, st = printer.ctype[mx.dtype], acc.total_ctype(sm) or printer.ctype[sm.dtype]
+    lines = acc.decls(mx, indent, "acc_", "nan_", "ai_") + acc.decls(sm, indent, "acc_", "nan_", "ai_")
+    inner, m, head = printer.segment_head(indent, "0", "n_red")
+    body = indent + "  "
+    lines += head + acc.decls(mx, body, "c_", "cn_", "ci_", lanes=True)
+    lines += printer.chunk(pair.first, [mx], body, inner, m, fold=False)
+    lines += [f"{body}nan_{mx.out} |= cn_{mx.out};", f"{body}if (c_{mx.out} > acc_{mx.out}) {{",
+              f"{body}  acc_{sm.out} *= ({st})exp((double)acc_{mx.out} - (double)c_{mx.out});",
+              f"{body}  acc_{mx.out} = c_{mx.out};", f"{body}}}",
+              f"{body}if (acc_{mx.out} != -({ct})__builtin_inf()) {{   // all -inf so far: adds 0",
+              f"{body}  const {ct} {mx.out} = acc_{mx.out};"]
+    lines += acc.decls(sm, body + "  ", "c_", "cn_", "ci_", lanes=True)
+    lines += printer.chunk(pair.second, [sm], body + "  ", inner, m)
+    lines += [f"{body}}}", f"{body}cb = ce;", f"{indent}}}", indent + acc.finish(mx)]
+    nan = f"(nan_{mx.out} || acc_{mx.out} == -({ct})__builtin_inf()) && n_red > 0"
+    sct = printer.ctype[sm.dtype]
+    return lines + [f"{indent}const {sct} {sm.out} = {nan} ? ({sct})__builtin_nan(\"\") : ({sct})acc_{sm.out};"]
+

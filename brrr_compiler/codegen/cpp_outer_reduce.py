@@ -24,7 +24,8 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_prefetch import LINE_BYTES, prefetch_loop
-from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter, _init, _update
+from brrr_compiler.codegen.cpp_accumulators import init_value, update
+from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.kernel_ir import Phase, Stmt
 from brrr_compiler.lower.loops import linear_coeff
 
@@ -83,7 +84,7 @@ class OuterReductionPrinter(ReductionPrinter):
         body = []
         for s in phase.body:
             if s.op == "reduce":
-                body.append(_update(s.value, f"c_{s.out}[b]", s.args[0]))
+                body.append(update(s.value, f"c_{s.out}[b]", s.args[0]))
                 if s.value in ("max", "min"):
                     body.append(f"cn_{s.out}[b] |= ({s.args[0]} != {s.args[0]});")
             else:
@@ -125,11 +126,11 @@ class OuterReductionPrinter(ReductionPrinter):
 
     def _reset(self, r: Stmt) -> list[str]:
         ct = self.ctype[r.dtype]
-        out = [f"c_{r.out}[b] = {_init(r.value, ct, r.dtype)};"]
+        out = [f"c_{r.out}[b] = {init_value(r.value, ct, r.dtype)};"]
         return out + ([f"cn_{r.out}[b] = 0;"] if r.value in ("max", "min") else [])
 
     def _fold(self, r: Stmt) -> list[str]:
-        out = [_update(r.value, f"acc_{r.out}[b]", f"c_{r.out}[b]")]
+        out = [update(r.value, f"acc_{r.out}[b]", f"c_{r.out}[b]")]
         return out + ([f"nan_{r.out}[b] |= cn_{r.out}[b];"] if r.value in ("max", "min") else [])
 
     def _final(self, r: Stmt) -> str:
@@ -148,7 +149,7 @@ class OuterReductionPrinter(ReductionPrinter):
                 t = self.tile
                 lines.append(f"{indent}{ct} {s.out}[{t}];")
                 if s.op == "reduce":
-                    init = _init(s.value, ct, s.dtype)
+                    init = init_value(s.value, ct, s.dtype)
                     lines += [f"{indent}{ct} acc_{s.out}[{t}], c_{s.out}[{t}];",
                               f"{indent}for (int64_t b = 0; b < {t}; ++b) acc_{s.out}[b] = {init};"]
                     if s.value in ("max", "min"):

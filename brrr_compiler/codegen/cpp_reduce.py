@@ -4,21 +4,19 @@ Per outer point ("row"), scalar phases are straight-line code and loop phases wa
 reduced dims, in segments that never cross a row of the innermost reduced dim (the
 others are decoded once per segment, and the innermost loop is one `omp simd` loop).
 A loop phase that folds reductions walks them in chunks of at most CHUNK elements:
-inside a chunk an `omp simd reduction(...)` loop keeps one partial per
-vector lane; chunk results are then folded into the row total (float32 sums: float
-lanes, double totals). That blocked scheme keeps sums of millions of elements accurate
-without paying for double-width vector lanes. max/min
-track NaN in a separate flag (OpenMP's max/min reductions drop NaN; torch propagates it).
-argmax/argmin keep the first extreme and the first NaN, as eager does (scalar loop).
-A fold across rows (a `reduce` in a scalar phase) keeps one partial per thread; after
-all rows the partials are combined in thread order (so results do not depend on
-timing) and the `once` phase runs.
+inside a chunk an `omp simd reduction(...)` loop keeps one partial per vector lane;
+chunk results are then folded into the row total (the partials, their C types and NaN
+flags: cpp_accumulators.py). That blocked scheme keeps sums of millions of elements
+accurate without paying for double-width vector lanes. argmax/argmin run a scalar loop.
+A row's max and sum of exps may fold in one walk (cpp_online.py). A fold across rows (a
+`reduce` in a scalar phase) keeps one partial per thread; after all rows the partials
+are combined in thread order (so results do not depend on timing) and the `once` phase
+runs.
 """
 from __future__ import annotations
 
-import torch
-
-from brrr_compiler.codegen.cpp_online import OnlinePair, online_pair
+from brrr_compiler.codegen.cpp_accumulators import CLAUSE, Accumulators, arg_update, update
+from brrr_compiler.codegen.cpp_online import online_pair, online_walk
 from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, pragma, product, static_sizes
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed_rows
@@ -28,38 +26,6 @@ from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 CHUNK = 1024
 SPLIT_MIN_RED = 65536   # a row this long is split across threads when rows are few
 SPLIT_SLICE = 16384     # a split row's non-reducing loop phase: the slice a thread takes
-
-
-def _init(kind: str, ct: str, dtype: torch.dtype) -> str:
-    if kind == "sum":
-        return f"({ct})0"
-    if kind == "prod":
-        return f"({ct})1"
-    if kind in ("any", "all"):
-        return "0" if kind == "any" else "1"
-    low = kind in ("max", "argmax")
-    if dtype.is_floating_point:
-        return f"({'-' if low else ''}({ct})__builtin_inf())"
-    if dtype is torch.bool:
-        return "false" if low else "true"
-    info = torch.iinfo(dtype)
-    return f"(({ct}){info.min if low else info.max}LL)" if info.min > -(2**63) or not low \
-        else "(-INT64_C(9223372036854775807) - 1)"
-
-
-_CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|", "all": "&"}
-
-
-def _update(kind: str, acc: str, x: str) -> str:
-    return {"sum": f"{acc} += {x};", "prod": f"{acc} *= {x};",
-            "max": f"{acc} = {x} > {acc} ? {x} : {acc};",
-            "min": f"{acc} = {x} < {acc} ? {x} : {acc};",
-            "any": f"{acc} |= (int){x};", "all": f"{acc} &= (int){x};"}[kind]
-
-
-def _arg_update(kind: str, acc: str, idx: str, x: str, i: str) -> str:
-    better = ">" if kind == "argmax" else "<"
-    return f"if (!({acc} != {acc}) && ({x} {better} {acc} || {x} != {x})) {{ {acc} = {x}; {idx} = {i}; }}"
 
 
 class ReductionPrinter:
@@ -72,6 +38,7 @@ class ReductionPrinter:
         self.prefetch = NextRowPrefetch(kernel, cexpr)
         self.stream = streamed_rows(kernel)       # outputs larger than the caches
         self.online = online_pair(kernel)         # max and sum of exps in one walk
+        self.acc = Accumulators(ctype, self.arg_dtype)
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
@@ -79,9 +46,9 @@ class ReductionPrinter:
             if s.op != "reduce":
                 out.append(indent + self.stmt_line(s, self.dtypes))
             elif s.value in ("argmax", "argmin"):
-                out.append(indent + _arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
+                out.append(indent + arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
             else:
-                out.append(indent + _update(s.value, f"c_{s.out}", s.args[0]))
+                out.append(indent + update(s.value, f"c_{s.out}", s.args[0]))
                 if s.value in ("max", "min"):
                     out.append(f"{indent}cn_{s.out} |= ({s.args[0]} != {s.args[0]});")
         return out
@@ -91,12 +58,12 @@ class ReductionPrinter:
         if not reds:
             return self._split_plain(phase, indent) if split else \
                 self._segments(phase, [], indent, "0", "n_red", prefetch=True)
-        lines = [ln for r in reds for ln in self._decls(r, indent, "acc_", "nan_", "ai_")]
+        lines = [ln for r in reds for ln in self.acc.decls(r, indent, "acc_", "nan_", "ai_")]
         if not split:
             lines += self._segments(phase, reds, indent, "0", "n_red", prefetch=True)
         else:
             lines += self._split(phase, reds, indent)
-        return lines + [indent + self._finish(r) for r in reds]
+        return lines + [indent + self.acc.finish(r) for r in reds]
 
     def _split_plain(self, phase, indent: str) -> list[str]:
         """A loop phase without reductions over one long row: threads take slices."""
@@ -115,9 +82,9 @@ class ReductionPrinter:
         inputs may be prefetched (cpp_prefetch.py). `fence`: streamed stores are fenced
         after the segments (a thread's slice of a split row); rows fence once per thread
         (cpp_parallel.parallel_loop)."""
-        inner, m, lines = self._segment_head(indent, lo, hi)
+        inner, m, lines = self.segment_head(indent, lo, hi)
         for r in reds:
-            lines += self._decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
+            lines += self.acc.decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
         if prefetch:
             lines += self.prefetch.segment(phase, indent + "  ", f"cb - ro * {m}", f"ce - ro * {m}")
         if not reds and self.stream & {s.buffer for s in phase.body if s.op == "store"}:
@@ -126,10 +93,10 @@ class ReductionPrinter:
                                   self.cexpr, indent + "  ")
             lines += [f"{indent}  cb = ce;", f"{indent}}}"]
             return lines + ([f"{indent}brrr_stream_fence();"] if fence else [])
-        lines += self._chunk(phase, reds, indent + "  ", inner, m)
+        lines += self.chunk(phase, reds, indent + "  ", inner, m)
         return lines + [f"{indent}  cb = ce;", f"{indent}}}"]
 
-    def _segment_head(self, indent: str, lo: str, hi: str) -> tuple[str, str, list[str]]:
+    def segment_head(self, indent: str, lo: str, hi: str) -> tuple[str, str, list[str]]:
         """Open the segment loop over [lo, hi): (innermost variable, its extent, lines)."""
         rv, last = self.k.reduction_vars, len(self.k.reduction_vars) - 1
         inner, m = (rv[last], f"m{last}") if rv else ("rr", "n_red")   # unit dims dropped
@@ -142,52 +109,31 @@ class ReductionPrinter:
                       for j in reversed(range(last))]
         return inner, m, lines
 
-    def _chunk(self, phase, reds, indent: str, inner: str, m: str, fold: bool = True) -> list[str]:
+    def chunk(self, phase, reds, indent: str, inner: str, m: str, fold: bool = True) -> list[str]:
         """The innermost loop over one segment, its reductions folded into c_* (and then
         into acc_* when `fold`)."""
         lines = []
         if all(r.value not in ("argmax", "argmin") for r in reds):
-            clauses = [f"reduction({_CLAUSE[r.value]}:c_{r.out})" for r in reds]
+            clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))
         lines.append(f"{indent}for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
         lines += self._body(phase.body, indent + "  ", True)
         lines.append(f"{indent}}}")
         for r in reds if fold else ():
-            lines += self._combine(r, indent, "c_", "cn_", "ci_")
+            lines += self.acc.combine(r, indent, "c_", "cn_", "ci_")
         return lines
-
-    def _online(self, pair: OnlinePair, indent: str) -> list[str]:
-        """A row's max and sum of exp(x - max) in one walk (cpp_online.py)."""
-        mx, sm = pair.max_, pair.sum_
-        ct, st = self.ctype[mx.dtype], self._total_ctype(sm) or self.ctype[sm.dtype]
-        lines = self._decls(mx, indent, "acc_", "nan_", "ai_") + self._decls(sm, indent, "acc_", "nan_", "ai_")
-        inner, m, head = self._segment_head(indent, "0", "n_red")
-        body = indent + "  "
-        lines += head + self._decls(mx, body, "c_", "cn_", "ci_", lanes=True)
-        lines += self._chunk(pair.first, [mx], body, inner, m, fold=False)
-        lines += [f"{body}nan_{mx.out} |= cn_{mx.out};", f"{body}if (c_{mx.out} > acc_{mx.out}) {{",
-                  f"{body}  acc_{sm.out} *= ({st})exp((double)acc_{mx.out} - (double)c_{mx.out});",
-                  f"{body}  acc_{mx.out} = c_{mx.out};", f"{body}}}",
-                  f"{body}if (acc_{mx.out} != -({ct})__builtin_inf()) {{   // all -inf so far: adds 0",
-                  f"{body}  const {ct} {mx.out} = acc_{mx.out};"]
-        lines += self._decls(sm, body + "  ", "c_", "cn_", "ci_", lanes=True)
-        lines += self._chunk(pair.second, [sm], body + "  ", inner, m)
-        lines += [f"{body}}}", f"{body}cb = ce;", f"{indent}}}", indent + self._finish(mx)]
-        nan = f"(nan_{mx.out} || acc_{mx.out} == -({ct})__builtin_inf()) && n_red > 0"
-        sct = self.ctype[sm.dtype]
-        return lines + [f"{indent}const {sct} {sm.out} = {nan} ? ({sct})__builtin_nan(\"\") : ({sct})acc_{sm.out};"]
 
     def _split(self, phase, reds, indent: str) -> list[str]:
         """One long row: each thread folds a slice, partials are combined in order."""
         nt = self.threads
-        lines = [ln for r in reds for ln in self._partials(r, indent, nt)]
+        lines = [ln for r in reds for ln in self.acc.partials(r, indent, nt)]
         lines += [f"{indent}#pragma omp parallel num_threads({nt})", f"{indent}{{",
                   f"{indent}  const int64_t tid = omp_get_thread_num(), nth = omp_get_num_threads();",
                   f"{indent}  const int64_t per = (n_red + nth - 1) / nth;",
                   f"{indent}  const int64_t r_lo = brrr_min_i64(tid * per, n_red), r_hi = brrr_min_i64(r_lo + per, n_red);"]
         for r in reds:
-            lines += self._decls(r, indent + "  ", "acc_", "nan_", "ai_")
+            lines += self.acc.decls(r, indent + "  ", "acc_", "nan_", "ai_")
         lines += self._segments(phase, reds, indent + "  ", "r_lo", "r_hi")
         for r in reds:
             lines.append(f"{indent}  sp_{r.out}[tid] = acc_{r.out};")
@@ -197,62 +143,8 @@ class ReductionPrinter:
                 lines.append(f"{indent}  spi_{r.out}[tid] = ai_{r.out};")
         lines += [f"{indent}}}", f"{indent}for (int t = 0; t < {nt}; ++t) {{"]
         for r in reds:
-            lines += self._combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")
+            lines += self.acc.combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")
         return lines + [f"{indent}}}"]
-
-    def _partials(self, r: Stmt, indent: str, nt: int) -> list[str]:
-        """Per-thread partial results sp_*[t] (and NaN flags, arg indices), initialised."""
-        dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
-        ct = self._total_ctype(r) or self.ctype[dt]
-        decl, init = [f"{ct} sp_{r.out}[{nt}];"], [f"sp_{r.out}[t] = {_init(r.value, ct, dt)};"]
-        if r.value in ("max", "min"):
-            decl.append(f"int spn_{r.out}[{nt}];")
-            init.append(f"spn_{r.out}[t] = 0;")
-        if r.value in ("argmax", "argmin"):
-            decl.append(f"int64_t spi_{r.out}[{nt}];")
-            init.append(f"spi_{r.out}[t] = 0;")
-        return ([indent + d for d in decl] + [f"{indent}for (int t = 0; t < {nt}; ++t) {{"]
-                + [f"{indent}  {i}" for i in init] + [f"{indent}}}"])
-
-    def _total_ctype(self, r: Stmt, lanes: bool = False) -> str | None:
-        """float32 sums: the simd lanes of one chunk (at most CHUNK / lanes elements each)
-        add in float; chunk totals, thread partials and row totals in double. A 10M-
-        element sum then stays within a few ulp of the exact value, and the exp-and-sum
-        loop of softmax keeps full-width float vectors (double lanes cost it ~12%)."""
-        if r.value == "sum" and r.dtype is torch.float32 and not lanes:
-            return "double"
-        if r.value in ("any", "all"):
-            return "int"          # int, not bool: bool accumulators stop gcc vectorizing
-        return None
-
-    def _decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str,
-               lanes: bool = False) -> list[str]:
-        dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
-        ct = self._total_ctype(r, lanes) or self.ctype[dt]
-        lines = [f"{indent}{ct} {acc}{r.out} = {_init(r.value, ct, dt)};"]
-        if r.value in ("max", "min"):
-            lines.append(f"{indent}int {nan}{r.out} = 0;   // int, not bool: a bool flag stops gcc vectorizing")
-        if r.value in ("argmax", "argmin"):
-            lines.append(f"{indent}int64_t {idx}{r.out} = 0;")
-        return lines
-
-    def _combine(self, r: Stmt, indent: str, c: str, cn: str, ci: str, sub: str = "") -> list[str]:
-        """Fold a partial (c_*, or per-thread sp_*[t]) into the total acc_*."""
-        part, pidx, pnan = f"{c}{r.out}{sub}", f"{ci}{r.out}{sub}", f"{cn}{r.out}{sub}"
-        if r.value in ("argmax", "argmin"):
-            return [indent + _arg_update(r.value, f"acc_{r.out}", f"ai_{r.out}", part, pidx)]
-        lines = [indent + _update(r.value, f"acc_{r.out}", part)]
-        if r.value in ("max", "min"):
-            lines.append(f"{indent}nan_{r.out} |= {pnan};")
-        return lines
-
-    def _finish(self, r: Stmt) -> str:
-        ct = self.ctype[r.dtype]
-        if r.value in ("argmax", "argmin"):
-            return f"const int64_t {r.out} = ai_{r.out};"
-        if r.value in ("max", "min"):
-            return f"const {ct} {r.out} = nan_{r.out} ? ({ct})__builtin_nan(\"\") : acc_{r.out};"
-        return f"const {ct} {r.out} = ({ct})acc_{r.out};"
 
     def _row(self, indent: str, split: bool) -> list[str]:
         k = self.k
@@ -264,7 +156,7 @@ class ReductionPrinter:
             lines += self.prefetch.next_row(indent)
         for p in k.phases:
             if pair is not None and p is pair.first:
-                lines += self._online(pair, indent)
+                lines += online_walk(self, pair, indent)
             elif not p.once and not (pair is not None and p is pair.second):
                 lines += self.loop_phase(p, indent, split) if p.loop else self._body(p.body, indent, False)
         return lines
@@ -276,7 +168,7 @@ class ReductionPrinter:
                 for s in p.body if s.op == "reduce"]
 
     def _thread_locals(self, across, indent: str) -> list[str]:
-        return [ln for r in across for ln in self._decls(r, indent, "c_", "cn_", "ci_")]
+        return [ln for r in across for ln in self.acc.decls(r, indent, "c_", "cn_", "ci_")]
 
     def _publish(self, across, indent: str, tid: str) -> list[str]:
         lines = []
@@ -288,10 +180,10 @@ class ReductionPrinter:
 
     def _once(self, across, indent: str) -> list[str]:
         """Combine the partials, then run the once phase."""
-        lines = [ln for r in across for ln in self._decls(r, indent, "acc_", "nan_", "ai_")]
+        lines = [ln for r in across for ln in self.acc.decls(r, indent, "acc_", "nan_", "ai_")]
         lines.append(f"{indent}for (int t = 0; t < {self.threads}; ++t) {{")
-        lines += [ln for r in across for ln in self._combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")]
-        lines += [f"{indent}}}"] + [indent + self._finish(r) for r in across]
+        lines += [ln for r in across for ln in self.acc.combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")]
+        lines += [f"{indent}}}"] + [indent + self.acc.finish(r) for r in across]
         once = [s for p in self.k.phases if p.once for s in p.body]
         return lines + self._body(once, indent, False)
 
@@ -313,7 +205,7 @@ class ReductionPrinter:
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
         lines += ["  const int64_t n_outer = " + " * ".join(["(int64_t)1"] + [f"n{i}" for i in range(len(k.ranges))]) + ";",
                   "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";"]
-        lines += [ln for r in across for ln in self._partials(r, "  ", nt)]
+        lines += [ln for r in across for ln in self.acc.partials(r, "  ", nt)]
         lines += [f"  if (n_outer > 0 && n_outer < {nt} && n_red >= {SPLIT_MIN_RED} && {nt} > 1) {{"]
         lines += self._scratch("    ", "malloc") + self._thread_locals(across, "    ")
         lines += ["    for (int64_t w = 0; w < n_outer; ++w) {"] + self._row("      ", True) + ["    }"]
