@@ -58,3 +58,19 @@ def test_bfloat16_fill_is_rounded():
     x = torch.randn(300).to(BF16)
     check_against_eager(lambda x: (torch.full_like(x, 1.1), x + torch.full_like(x, 1.1)),
                         x, grad=False, atol=0, rtol=0)
+
+
+def test_long_bfloat16_rows_round_like_eager():
+    """Long rows through the vectorized loop: ties, carries, overflow, -0.0, inf and NaN
+    spread over most vectors, subnormals in one row only."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 512, generator=g) * 3
+    flat = x.view(-1)
+    normal_edges = EDGES[(EDGES.abs() >= 1.2e-38) | (EDGES == 0) | EDGES.isnan()]
+    flat[::37] = normal_edges.repeat(len(flat[::37]) // len(normal_edges) + 1)[:len(flat[::37])]
+    x[5, 100:103] = _f32(0x00000001, 0x00018000, 0x807FFFFF)        # subnormals, row 5 only
+    for fn in (lambda x: (x * 1.0).to(BF16), lambda x: (x * 1.0).to(BF16) * 2):
+        got, want = _compiled(fn, x), fn(x)
+        finite = ~want.isnan()
+        assert torch.equal(*_bits(got[finite], want[finite]))
+        assert torch.equal(got.isnan(), want.isnan())
