@@ -22,6 +22,7 @@ import harness
 import plots
 from workloads import DESCRIPTIONS, KERNEL_CASES, bytes_moved
 
+EXACT_BF16 = "brrr:low_precision=eager"   # bf16 rounded after every op, as eager (its bits)
 TARGET_ROUND_S = 0.02  # calls per round are chosen so one backend's round takes about this
 QUICK_ROUNDS = 2
 
@@ -55,9 +56,10 @@ def parse_args(argv=None):
     p.add_argument("--cases", default=None,
                    help="comma-separated case names or workload names (default: all)")
     p.add_argument("--backends", default=None,
-                   help="comma-separated; default eager,floor,inductor,brrr and brrr's "
-                        "other fusion policies as brrr:<policy> (--quick: eager,brrr); "
-                        "floor: Dynamo's own per-call cost")
+                   help="comma-separated; default eager,floor,inductor,brrr, brrr's "
+                        "other fusion policies as brrr:<policy> and brrr:low_precision=eager "
+                        "(--quick: eager,brrr); floor: Dynamo's own per-call cost; "
+                        "brrr:<option>=<value> sets one brrr option")
     args = p.parse_args(argv)
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else 10)
     args.results_dir = harness.results_dir(args.results_dir, args.quick)
@@ -239,7 +241,8 @@ def render(args, results: dict, backends: list[str], default_policy: str,
         "ms; median over rounds of each round's median call",
         "backends": f"{', '.join(backends)}; `floor` is Dynamo's own per-call cost (a "
         "backend that does no work, see below); `brrr` is brrr's default fusion policy "
-        f"({default_policy}); `brrr:<policy>` sets options={{'fusion': '<policy>'}}",
+        f"({default_policy}); `brrr:<policy>` sets options={{'fusion': '<policy>'}}, "
+        "`brrr:<option>=<value>` sets that option",
     }
     tables = [
         "\n".join(targets(results, bandwidth, llc)),
@@ -324,7 +327,7 @@ def main(argv=None) -> None:
     default_policy, others = brrr_variants()
     backends = (args.backends.split(",") if args.backends
                 else ["eager", "brrr"] if args.quick
-                else ["eager", harness.FLOOR, "inductor", "brrr"] + others)
+                else ["eager", harness.FLOOR, "inductor", "brrr"] + others + [EXACT_BF16])
     stream = harness.stream_bandwidth
     if args.quick:
         stream = lambda: harness.stream_bandwidth(64 << 20, 5)  # noqa: E731
