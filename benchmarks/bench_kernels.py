@@ -105,6 +105,13 @@ def _spread(ts: list[float]) -> float:
     return (q[2] - q[0]) / statistics.median(ts)
 
 
+def _stream(result: dict, run_median: float) -> float:
+    """The stream bandwidth a case is measured against: the mean of the samples taken
+    just before and just after it (the machine's bandwidth drifts over a run), else the
+    run's median."""
+    return result.get("stream") or run_median
+
+
 def _compilers(backends: list[str]) -> list[str]:
     """The backends that compute (all but the floor)."""
     return [b for b in backends if b != harness.FLOOR]
@@ -144,7 +151,7 @@ def bandwidth_rows(results: dict, backends: list[str], bandwidth: float) -> list
         for b in _compilers(backends):
             if b in r["times"]:
                 gbs = r["nbytes"] / r["times"][b]
-                row[f"{b} GB/s (% stream)"] = f"{gbs / 1e9:.1f} ({gbs / bandwidth:.0%})"
+                row[f"{b} GB/s (% stream)"] = f"{gbs / 1e9:.1f} ({gbs / _stream(r, bandwidth):.0%})"
             else:
                 row[f"{b} GB/s (% stream)"] = "n/a"
         rows.append(row)
@@ -186,7 +193,7 @@ def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
               and t["brrr"] - t[harness.FLOOR] <= 1.05 * t["eager"]]
     slow_ind = [f"{n} ({v:.2f}x)" for n, v in vs_ind.items() if v < 1.0]
     slow_ind += failed if vs_ind else []
-    big = {n: r["nbytes"] / r["times"]["brrr"] / bandwidth for n, r in timed.items()
+    big = {n: r["nbytes"] / r["times"]["brrr"] / _stream(r, bandwidth) for n, r in timed.items()
            if r["nbytes"] > llc}
     failed_big = [n for n in failed if results[n]["nbytes"] > llc]
     low_bw = [f"{n} ({f:.0%})" for n, f in big.items() if f < 0.75] + failed_big
@@ -235,7 +242,8 @@ def render(args, results: dict, backends: list[str], default_policy: str,
     samples = ", ".join(f"{b / 1e9:.1f}" for b in bandwidths)
     facts = {
         "stream bandwidth (dst.copy_(src), read + write)": f"{bandwidth / 1e9:.1f} GB/s, "
-        f"median of samples before each case and at the end: {samples} GB/s",
+        f"median of samples before each case and at the end: {samples} GB/s (each case's "
+        "% of stream uses the mean of the samples on either side of it)",
         "timing": f"{args.rounds} interleaved rounds (heavy cases: a third as many, at "
         f"least 2), calls per round chosen so eager's round takes ~{TARGET_ROUND_S * 1e3:.0f} "
         "ms; median over rounds of each round's median call",
@@ -287,7 +295,9 @@ NOTES = """## How to read this
 - `brrr vs eager`, `brrr vs inductor`: their time over brrr's; above 1x brrr is faster.
 - `brrr spread`: half the interquartile range of brrr's per-round times, as a fraction of
   their median: the run's noise on this case.
-- `GB/s (% stream)`: `MB moved` / time, and that over the stream bandwidth of this run.
+- `GB/s (% stream)`: `MB moved` / time, and that over the stream bandwidth measured
+  around the case: the mean of the samples taken just before and just after it (the
+  machine's bandwidth drifts during a run; the samples are listed above).
   A kernel that reads more than it writes can exceed 100% (the copy's writes pay for
   write-allocate traffic the count leaves out).
 - bfloat16 cases run under brrr's default `low_precision="float32"`: values stay float32
@@ -311,11 +321,12 @@ def plot(results: dict, backends: list[str], bandwidth: float, directory: Path) 
                        title="brrr speedup per case (higher is better)",
                        xlabel="speedup (log scale)", lines={"1x": 1.0})
     big = {n: r for n, r in results.items() if r["nbytes"] > harness.llc_bytes()}
-    fractions = {b: [r["nbytes"] / r["times"][b] / bandwidth if b in r["times"] else float("nan")
+    fractions = {b: [r["nbytes"] / r["times"][b] / _stream(r, bandwidth) if b in r["times"]
+                     else float("nan")
                      for r in big.values()] for b in _compilers(backends) if ":" not in b}
     plots.grouped_barh(directory / names[1], list(big), fractions,
                        title=f"cases larger than the LLC: achieved / stream bandwidth "
-                             f"({bandwidth / 1e9:.1f} GB/s)",
+                             f"around each case (run median {bandwidth / 1e9:.1f} GB/s)",
                        xlabel="fraction of stream bandwidth",
                        lines={"75%": 0.75, "stream": 1.0})
     return [f"Plots: `{n}`" for n in names]
@@ -342,6 +353,8 @@ def main(argv=None) -> None:
         print(f"[{time.perf_counter() - start:5.0f} s] {case.name}: {shown} {bad or ''}",
               file=sys.stderr, flush=True)
     bandwidths.append(stream())
+    for i, r in enumerate(results.values()):
+        r["stream"] = (bandwidths[i] + bandwidths[i + 1]) / 2
     directory = Path(args.results_dir)
     plot_notes = plot(results, backends, statistics.median(bandwidths), directory)
     harness.publish(args.out, render(args, results, backends, default_policy, bandwidths,
