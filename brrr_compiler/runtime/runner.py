@@ -154,10 +154,11 @@ def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> dict[int, CompiledKer
     compiled = dict(compiled)
     while True:
         dag, _ = _units(plan, compiled)
-        try:
-            cycle = nx.find_cycle(dag)
-        except nx.NetworkXNoCycle:
+        # one topological sort; networkx's find_cycle restarts its walk from every source
+        # (each weight of a 64-block chain), re-walking shared descendants: 0.1 s there
+        if nx.is_directed_acyclic_graph(dag):
             return compiled
+        cycle = nx.find_cycle(dag)
         dropped = sorted({key for edge in cycle for kind, key in edge[:2] if kind == "group"})
         for gid in dropped:
             names = compiled.pop(gid).name
