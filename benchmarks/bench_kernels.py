@@ -83,7 +83,7 @@ def measure_case(case, backends: list[str], rounds: int) -> dict:
     inputs = case.inputs()
     nbytes = bytes_moved(inputs, case.fn(*inputs))
     fns, status = harness.compile_backends(case.fn, inputs, backends, tolerance=case.tolerance)
-    if harness.FLOOR in fns and nbytes > harness.llc_bytes():   # timed in the caches the case leaves
+    if harness.FLOOR in fns and nbytes > harness.llc_bytes():   # in the caches the case leaves
         fns[harness.FLOOR] = harness.Primed(fns[harness.FLOOR], case.fn)
     iters = harness.iters_for(case.fn, inputs, TARGET_ROUND_S)   # eager sets the pace
     rounds = max(2, rounds // 3) if case.heavy else rounds

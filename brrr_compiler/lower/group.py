@@ -120,7 +120,9 @@ class _GroupLowering:
         key = (node, idx, scope)
         if key not in self.memo:
             v = self._from_scratch(node, idx, scope, body)
-            self.memo[key] = v if v is not None else self._held(node, self._compute(node, idx, body), body)
+            if v is None:
+                v = self._held(node, self._compute(node, idx, body), body)
+            self.memo[key] = v
             if scope[0] == "loop":
                 self.first_loop.setdefault((node, idx), (scope[1], self.memo[key]))
         return self.memo[key]
@@ -240,9 +242,9 @@ def _is_reduced_output(node, domain, dims) -> bool:
 
 def lower_group(group, name: str, use_scratch: bool = False, round_results: bool = True) -> Kernel:
     """The Kernel computing `group`'s outputs, loops ordered for its first output.
-    `round_results`: every float16/bfloat16 node's value is rounded to its dtype, as eager
-    holds it; without, values stay float32 between ops (casts included) and only stores
-    round (Config.low_precision)."""
+    `round_results` (Config.low_precision="eager"; the default here): every float16/
+    bfloat16 node's value is rounded to its dtype, as eager holds it; without, values stay
+    float32 between ops, and only the casts the program wrote and the stores round."""
     domain = [indexing.to_sympy(s) for s in group.domain]
     dims = tuple(group.reduced_dims)
     outer = [d for d in range(len(domain)) if d not in dims]
