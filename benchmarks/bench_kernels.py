@@ -106,9 +106,9 @@ def _spread(ts: list[float]) -> float:
 
 
 def _stream(result: dict, run_median: float) -> float:
-    """The stream bandwidth a case is measured against: the mean of the samples taken
-    just before and just after it (the machine's bandwidth drifts over a run), else the
-    run's median."""
+    """The stream bandwidth a case is measured against: the median of the samples taken
+    just before and just after it and the run's median (the machine's bandwidth drifts
+    over a run; one odd sample does not count), else the run's median."""
     return result.get("stream") or run_median
 
 
@@ -243,7 +243,7 @@ def render(args, results: dict, backends: list[str], default_policy: str,
     facts = {
         "stream bandwidth (dst.copy_(src), read + write)": f"{bandwidth / 1e9:.1f} GB/s, "
         f"median of samples before each case and at the end: {samples} GB/s (each case's "
-        "% of stream uses the mean of the samples on either side of it)",
+        "% of stream uses the median of the samples on either side of it and this median)",
         "timing": f"{args.rounds} interleaved rounds (heavy cases: a third as many, at "
         f"least 2), calls per round chosen so eager's round takes ~{TARGET_ROUND_S * 1e3:.0f} "
         "ms; median over rounds of each round's median call",
@@ -295,9 +295,9 @@ NOTES = """## How to read this
 - `brrr vs eager`, `brrr vs inductor`: their time over brrr's; above 1x brrr is faster.
 - `brrr spread`: half the interquartile range of brrr's per-round times, as a fraction of
   their median: the run's noise on this case.
-- `GB/s (% stream)`: `MB moved` / time, and that over the stream bandwidth measured
-  around the case: the mean of the samples taken just before and just after it (the
-  machine's bandwidth drifts during a run; the samples are listed above).
+- `GB/s (% stream)`: `MB moved` / time, and that over the stream bandwidth around the
+  case: the median of the samples taken just before and just after it and the run's
+  median (the machine's bandwidth drifts during a run; the samples are listed above).
   A kernel that reads more than it writes can exceed 100% (the copy's writes pay for
   write-allocate traffic the count leaves out).
 - bfloat16 cases run under brrr's default `low_precision="float32"`: values stay float32
@@ -353,8 +353,9 @@ def main(argv=None) -> None:
         print(f"[{time.perf_counter() - start:5.0f} s] {case.name}: {shown} {bad or ''}",
               file=sys.stderr, flush=True)
     bandwidths.append(stream())
-    for i, r in enumerate(results.values()):
-        r["stream"] = (bandwidths[i] + bandwidths[i + 1]) / 2
+    run_median = statistics.median(bandwidths)
+    for i, r in enumerate(results.values()):   # drift followed, one odd sample ignored
+        r["stream"] = statistics.median([bandwidths[i], bandwidths[i + 1], run_median])
     directory = Path(args.results_dir)
     plot_notes = plot(results, backends, statistics.median(bandwidths), directory)
     harness.publish(args.out, render(args, results, backends, default_policy, bandwidths,
