@@ -63,8 +63,47 @@ def test_harness_fit_and_cache_size():
     (slope, intercept), r2 = harness.polyfit([1, 2, 4, 8], [1.5, 2.0, 3.0, 5.0], 1)
     assert (slope, intercept, r2) == (pytest.approx(0.5), pytest.approx(1.0), pytest.approx(1.0))
     assert harness.backend_spec("brrr:none") == ("brrr", {"fusion": "none"})
+    assert harness.backend_spec("brrr:low_precision=eager") == ("brrr", {"low_precision": "eager"})
+    with pytest.raises(ValueError):
+        harness.backend_spec("inductor:none")
     assert harness.geomean([2.0, 8.0]) == pytest.approx(4.0)
     assert harness.llc_bytes() >= 0
+
+
+def _bench_module(name: str):
+    sys.path.insert(0, str(BENCH))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_floor_backend_returns_the_first_outputs_and_targets_name_cases_under_it():
+    """The floor (Dynamo's own per-call cost) computes nothing per call; the kernel
+    suite's eager target names the cases whose eager call is faster than it, and those
+    where brrr less the floor is within 5% of eager."""
+    import torch
+    harness, bench = _bench_module("harness"), _bench_module("bench_kernels")
+    torch._dynamo.reset()
+    floor = torch.compile(lambda x: x * 2, backend=harness.resolve_backend(harness.FLOOR))
+    x = torch.ones(3)
+    first = floor(x)
+    assert torch.equal(first, x * 2) and floor(torch.zeros(3)) is first
+    torch._dynamo.reset()
+    ms = 1e-3
+    results = {
+        "tiny": {"nbytes": 1, "times": {"eager": 0.006 * ms, "floor": 0.014 * ms,
+                                        "inductor": 0.03 * ms, "brrr": 0.02 * ms}},
+        "small": {"nbytes": 1, "times": {"eager": 0.03 * ms, "floor": 0.014 * ms,
+                                         "inductor": 0.05 * ms, "brrr": 0.031 * ms}},
+        "big": {"nbytes": 1, "times": {"eager": 2 * ms, "floor": 0.014 * ms,
+                                       "inductor": 3 * ms, "brrr": 1 * ms}},
+    }
+    text = "\n".join(bench.targets(results, 30e9, 1 << 40))
+    assert "MISSED on 2 of 3: tiny" in text
+    assert "faster than Dynamo's own per-call cost (the `floor` column) on 1 case(s): tiny" in text
+    assert "on 1 other miss(es) brrr less the floor is at most 5% over eager's time or " \
+           "below it: small" in text
 
 
 def test_brrr_bench_finds_the_checkout():
