@@ -56,11 +56,22 @@ def test_float32_is_the_default():
     assert build_config(environ={}).low_precision == "float32"
 
 
+WRITTEN_CASTS = {     # an emulated low-precision step, each way a program writes it
+    "to": lambda x, y: (x * 3).to(BF16).float() + 1,
+    "to_dtype_kwarg": lambda x, y: (x * 3).to(dtype=BF16).to(torch.float32) + 1,
+    "bfloat16": lambda x, y: (x * 3).bfloat16().float() + 1,
+    "type_as": lambda x, y: (x * 3).type_as(y).float() + 1,
+    "to_other": lambda x, y: (x * 3).to(y).float() + 1,
+    "half": lambda x, y: (x * 3).half().float() + 1,
+}
+
+
 @pytest.mark.parametrize("mode", ["eager", "float32"])
-def test_casts_the_program_wrote_round_in_both_modes(mode):
-    x = torch.randn(64, 300)
-    fn = lambda x: (x * 3).to(BF16).float() + 1     # noqa: E731  (an emulated bf16 step)
-    assert torch.equal(_run(fn, x, mode=mode), fn(x))
+@pytest.mark.parametrize("form", sorted(WRITTEN_CASTS))
+def test_casts_the_program_wrote_round_in_both_modes(mode, form):
+    x, y = torch.randn(64, 300), torch.randn(3).to(BF16)
+    fn = WRITTEN_CASTS[form]
+    assert torch.equal(_run(fn, x, y, mode=mode), fn(x, y))
 
 
 def test_float32_mode_skips_a_decompositions_own_casts():
