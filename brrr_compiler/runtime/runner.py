@@ -147,17 +147,18 @@ def _units(plan, compiled: dict[int, CompiledKernel]):
     return dag, grouped
 
 
-def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> dict[int, CompiledKernel]:
-    """`compiled` less the kernels that would wait on each other: a group whose nodes
-    are not connected inside it can feed, through ATen calls, another that feeds it. The
-    groups on such a cycle run through ATen instead (a partitioning miss, never a crash)."""
+def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> tuple[dict, nx.DiGraph, dict]:
+    """`compiled` less the kernels that would wait on each other, and its `_units`: a
+    group whose nodes are not connected inside it can feed, through ATen calls, another
+    that feeds it. The groups on such a cycle run through ATen instead (a partitioning
+    miss, never a crash)."""
     compiled = dict(compiled)
     while True:
-        dag, _ = _units(plan, compiled)
+        dag, grouped = _units(plan, compiled)
         # one topological sort; networkx's find_cycle restarts its walk from every source
         # (each weight of a 64-block chain), re-walking shared descendants: 0.1 s there
         if nx.is_directed_acyclic_graph(dag):
-            return compiled
+            return compiled, dag, grouped
         cycle = nx.find_cycle(dag)
         dropped = sorted({key for edge in cycle for kind, key in edge[:2] if kind == "group"})
         for gid in dropped:
@@ -171,8 +172,7 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
     src = plan.graph.graph
     by_name = {n.name: n for n in src.nodes}
     groups = {g.id: g for g in plan.groups}
-    compiled = _acyclic(plan, compiled)
-    dag, grouped = _units(plan, compiled)
+    compiled, dag, grouped = _acyclic(plan, compiled)
     units = nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"])
     sources = size_sources(src)
     graph, env = torch.fx.Graph(), {}
