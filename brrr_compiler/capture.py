@@ -71,8 +71,9 @@ def aot_backend(fw_compiler: Callable, bw_compiler: Callable, inference_compiler
     it is partitioned.
     """
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch import config as functorch_config
 
-    return aot_autograd(
+    backend = aot_autograd(
         fw_compiler=fw_compiler,
         bw_compiler=bw_compiler,
         inference_compiler=inference_compiler,
@@ -80,6 +81,17 @@ def aot_backend(fw_compiler: Callable, bw_compiler: Callable, inference_compiler
         partition_fn=functools.partial(_partition, joint_pass=joint_pass),
         keep_inference_input_mutations=True,
     )
+
+    def run(gm, example_inputs):
+        # Effect tokens (ops under with_effects, such as linalg's error checks) stay inside
+        # the graphs, as inductor has them: lifted to graph inputs and outputs, they shift
+        # AOTAutograd's saved-tensor slice of the forward's outputs by one, so the strides
+        # the forward reports land on the wrong backward inputs (a transposed saved
+        # tensor then reads as untransposed: a wrong gradient).
+        with functorch_config.patch(unlift_effect_tokens=True):
+            return backend(gm, example_inputs)
+
+    return run
 
 
 def _partition(joint_module, joint_inputs, *, joint_pass: Callable, **kwargs):
