@@ -28,7 +28,7 @@ from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.report import GraphReport, KernelReport
 from brrr_compiler.runtime import toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
-from brrr_compiler.runtime.runner import boxed, build_runner
+from brrr_compiler.runtime.runner import guarded_runner
 from brrr_compiler.symbolic import shape, size_sources, strides
 
 _graph_ids = itertools.count()
@@ -42,7 +42,7 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sin
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
-            return compile_graph(aten_gm, cfg, kind, _sink, aten_inputs)
+            return compile_or_aten(aten_gm, cfg, kind, _sink, aten_inputs)
         return compile_fn
 
     return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
@@ -58,6 +58,24 @@ def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return passes.run_pipeline(joint_gm, ("cse",))
 
 
+def compile_or_aten(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
+                    example_inputs=()):
+    """compile_graph, or, if brrr fails on the graph, the graph as AOTAutograd handed it,
+    run through ATen (with one warning): a model that eager runs never meets a brrr
+    compile error. `strict` re-raises instead."""
+    original = capture.graph_copy(gm)
+    mark = capture.output_strides_mark()
+    try:
+        return compile_graph(gm, cfg, kind, sink, example_inputs)
+    except Exception as err:
+        if getattr(cfg, "strict", False):
+            raise
+        warn_once(f"graph-{type(err).__name__}-{err}",
+                  f"brrr: compiling a {kind} graph failed ({type(err).__name__}: {err}); "
+                  "that graph runs through ATen instead")
+        return capture.aten_fallback(original, kind, mark)
+
+
 def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                   example_inputs=()):
     """Compile one functional ATen graph into a boxed callable."""
@@ -66,6 +84,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     if kind == "backward":
         gm = capture.adopt_input_strides(gm, example_inputs)
     elif kind == "forward":
+        gm = capture.protect_saved_mutated_inputs(gm)
         gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
     gm = passes.run_pipeline(gm, cfg.passes)
     capture.report_output_strides(gm)
@@ -81,7 +100,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
         compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
-    runner = build_runner(plan, compiled)
+    run = guarded_runner(plan, compiled)
+    runner = run.runner
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
@@ -89,7 +109,6 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
-    run = boxed(runner)
     return triton_launch.cudagraphs(run, gm, compiled) if cfg.cudagraphs else run
 
 
