@@ -100,7 +100,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
         compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
-    run = guarded_runner(plan, compiled)
+    run = guarded_runner(plan, compiled, every_call=cfg.check_strides)
     runner = run.runner
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)

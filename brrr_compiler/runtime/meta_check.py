@@ -16,9 +16,11 @@ disagrees cannot be repaired: that raises, naming the node.
 """
 from __future__ import annotations
 
+import sympy
 import torch
 
 from brrr_compiler.log import logger
+from brrr_compiler.symbolic import shape, strides
 
 
 class MetaMismatch(RuntimeError):
@@ -26,19 +28,31 @@ class MetaMismatch(RuntimeError):
 
 
 def spec_of(val) -> tuple | None:
-    """(dtype, shape, strides) to check a runtime tensor against; sizes only when static."""
+    """(dtype, shape, strides) to check a runtime tensor against: ints, or with dynamic
+    shapes sympy expressions of the size symbols."""
     if not isinstance(val, torch.Tensor) or val.layout != torch.strided:
         return None
-    static = all(isinstance(x, int) for x in (*val.shape, *val.stride()))
-    return (val.dtype, tuple(val.shape) if static else None,
-            tuple(val.stride()) if static else None)
+    return val.dtype, shape(val), strides(val)
 
 
-def checker(found: list):
-    """The runner's check call: `expect` reporting to `found` (a closure, since FX would
-    print a list argument as a literal, new at every call)."""
-    def check(value, name: str, spec: tuple, repair: bool = True):
-        return expect(value, name, spec, found, repair)
+def _concrete(value, shape_exprs, stride_exprs) -> tuple:
+    """The expected shape and strides for `value`, the size symbols read off its own
+    shape; None where an expression has a symbol its shape does not give."""
+    if all(isinstance(e, int) or e.is_Integer for e in (*shape_exprs, *stride_exprs)):
+        return tuple(map(int, shape_exprs)), tuple(map(int, stride_exprs))
+    known = {e: n for e, n in zip(shape_exprs, value.shape) if isinstance(e, sympy.Symbol)}
+    def ints(exprs):
+        subs = [sympy.sympify(e).subs(known) for e in exprs]
+        return tuple(int(e) for e in subs) if all(e.is_Integer for e in subs) else None
+    return ints(shape_exprs), ints(stride_exprs)
+
+
+def checker(found: list, specs: dict):
+    """The runner's check call: `expect` of the node named `name` against `specs[name]`,
+    reporting to `found` (a closure: FX prints its arguments as literals, so a list would
+    be new at every call and a sympy size would not survive)."""
+    def check(value, name: str, repair: bool = True):
+        return expect(value, name, specs[name], found, repair)
     check.__name__ = check.__qualname__ = "expect"
     check.__module__ = "brrr"      # the checking runner's code reads brrr_expect(...)
     return check
@@ -48,9 +62,9 @@ def expect(value, name: str, spec: tuple, found: list, repair: bool = True):
     """`value` as the compiled graph assumes it: itself, or a copy in the assumed dtype
     and strides. Each disagreement is appended to `found`. `repair=False` (an input the
     graph writes back into, which a copy would cut off) raises instead."""
-    dtype, shape, stride = spec
     if not isinstance(value, torch.Tensor):
         return value
+    dtype, (shape, stride) = spec[0], _concrete(value, spec[1], spec[2])
     if shape is not None and tuple(value.shape) != shape:
         raise MetaMismatch(f"brrr: {name} has shape {tuple(value.shape)} at run time where "
                            f"the graph was compiled for {shape}")

@@ -186,7 +186,8 @@ def build_runner(plan, compiled: dict[int, CompiledKernel],
 
     found: list = []
     read = _read_by_kernels(plan, compiled, grouped) if check else set()
-    expect = checker(found)
+    specs = {n.name: spec_of(n.meta["val"]) for n in read}
+    expect = checker(found, specs)
     for kind, key in units:
         if kind == "node":
             node = by_name[key]
@@ -229,19 +230,19 @@ def _built_from_root(node) -> bool:
 def _expect(graph, node, value, expect):
     mutated = any(u.target is torch.ops.aten.copy_.default and u.args[0] is node
                   for u in node.users)
-    call = graph.call_function(expect, (value, node.name, spec_of(node.meta["val"]),
-                                        not mutated))
+    call = graph.call_function(expect, (value, node.name, not mutated))
     call.name, call.meta = f"{node.name}_checked", dict(node.meta)
     return call
 
 
-def guarded_runner(plan, compiled: dict[int, CompiledKernel]):
+def guarded_runner(plan, compiled: dict[int, CompiledKernel], every_call: bool = False):
     """A boxed callable running `plan`: the checking runner on the first call, then the
-    plain one unless the check found a tensor to repair (meta_check.py)."""
+    plain one unless the check found a tensor to repair (meta_check.py); with
+    `every_call` (option check_strides) the checking runner on every call."""
     plain = build_runner(plan, compiled)
     checking = boxed(build_runner(plan, compiled, check=True))
     checking.found = checking.runner.found
-    run = first_call_checked(checking, boxed(plain))
+    run = checking if every_call else first_call_checked(checking, boxed(plain))
     run._boxed_call = True
     run.runner = plain
     return run

@@ -116,3 +116,12 @@ def test_norm_statistics_dtypes(dtype):
                         x, w8, b8, grad=False)
     check_against_eager(lambda x, w, b: torch.ops.aten.native_group_norm(
         x, w, b, 4, 6, 8, 3, 1e-5), x, w6, b6, grad=False)
+
+
+def test_check_strides_option_checks_every_call():
+    def f(x):
+        return (_lying_strides(x) * 3.0).exp()
+    compiled = torch.compile(f, backend="brrr", options={"check_strides": True})
+    for n in (5, 5, 9):            # a new size recompiles; every call runs the checks
+        x = torch.randn(n, n + 2)
+        assert_close(compiled(x), f(x))
