@@ -23,6 +23,7 @@ from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config
 from brrr_compiler.cost import kernel_report_fields, resolve_device
 from brrr_compiler.log import logger, warn_once
+from brrr_compiler.kernel_verify import verify
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.report import GraphReport, KernelReport
@@ -95,7 +96,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                      device=device, allow_across=(target == "cpp"))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
-    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision)
+    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision,
+                                         verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
@@ -137,16 +139,19 @@ def choose_target(cfg: Config, gm) -> tuple:
 
 
 def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
-               low_precision: str = "float32"):
+               low_precision: str = "float32", verify_ir: bool = False):
     """Kernel IR for every group that lowers, and each kernel's printed source by name (the
     C++ target's, for its translation unit); a group that does not runs through ATen.
-    `low_precision`: Config.low_precision."""
+    `low_precision`: Config.low_precision; `verify_ir`: check each Kernel's rules
+    (kernel_verify.py; a break raises KernelIRError, never a silent fallback)."""
     kernels, specs, printed = {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
             k = lower_group(g, g.name, use_scratch=(target == "cpp"),
                             round_results=(low_precision == "eager"))
+            if verify_ir:
+                verify(k)
             # a printer gap shows up here, not at build
             text = (cpp.kernel_source(k, num_threads) if target == "cpp"
                     else triton_printer.kernel_source(k))

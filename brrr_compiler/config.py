@@ -47,6 +47,8 @@ class Config:
     # the graph inputs have the dtypes and strides the compiler assumed (a mismatch is
     # copied into the assumed layout: runtime/meta_check.py)
     check_strides: bool = False
+    # check every kernel's IR after lowering (kernel_verify.py; always on with debug_dir)
+    verify_ir: bool = False
     # float16/bfloat16 values inside a kernel: "eager" rounds every op's result to its
     # dtype, as eager does (results match eager's bits but for the last-ulp differences of
     # transcendental functions); "float32" computes in float32 between ops and rounds only
@@ -72,6 +74,7 @@ _ENV = {
     "BRRR_LOW_PRECISION": ("low_precision", str),
     "BRRR_CHECK_STRIDES": ("check_strides", lambda v: v not in ("", "0", "false", "False")),
     "BRRR_CUDAGRAPHS": ("cudagraphs", lambda v: v not in ("", "0", "false", "False")),
+    "BRRR_VERIFY_IR": ("verify_ir", lambda v: v not in ("", "0", "false", "False")),
 }
 
 
