@@ -4,6 +4,8 @@
     brrr_compiler.explain(fn, *example_args, **options)  -> Report
     brrr_compiler.calibrate()                            -> DeviceSpec (saved for the cost model)
 """
+__version__ = "0.1.0"      # the one place the version is written (pyproject reads it)
+
 from brrr_compiler.explain import explain
 
 
@@ -14,4 +16,3 @@ def calibrate(cache_dir: str | None = None, save: bool = True):
 
 
 __all__ = ["explain", "calibrate"]
-__version__ = "0.1.0"

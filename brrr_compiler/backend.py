@@ -15,7 +15,7 @@ import logging
 
 import torch
 
-import passes
+from brrr_compiler import passes
 from brrr_compiler import capture, debug
 from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp

@@ -1,5 +1,6 @@
-"""Shared pytest setup: make the repository root importable, so `import passes` and
-`import brrr_compiler` work under a bare `pytest` as well as `python -m pytest`."""
+"""Shared pytest setup: make the repository root importable, so `import brrr_compiler`
+finds this checkout under a bare `pytest` as well as `python -m pytest`. (passes/ is
+`brrr_compiler.passes`, a package-dir mapping that `pip install -e .` sets up.)"""
 import sys
 from pathlib import Path
 
