@@ -1,6 +1,7 @@
 """Packaging: pyproject's package list, the one version, and what a built wheel holds
 (brrr_compiler.passes inside brrr's namespace, no top-level `passes`, the LICENSE)."""
 import importlib.metadata
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -51,8 +52,14 @@ def test_wheel_installs_passes_inside_brrr(tmp_path):
     setuptools = pytest.importorskip("setuptools")
     if int(setuptools.__version__.split(".")[0]) < 77:
         pytest.skip("needs setuptools >= 77 in this environment (build without isolation)")
+    src = tmp_path / "src"          # a copy: setuptools leaves build/ where it builds
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, src / name)
+    for name in ("brrr_compiler", "passes"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                           "--no-build-isolation", "-q", str(REPO), "-w", str(tmp_path)],
+                           "--no-build-isolation", "-q", str(src), "-w", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     (wheel,) = tmp_path.glob("brrr_compiler-*.whl")
