@@ -37,8 +37,7 @@ EVICT_TO = 0.9
 KEEP_RECENT_S = 60.0
 # what brrr writes into a cache directory; `clear` removes these and nothing else
 _ENTRY_FILE = re.compile(r"([0-9a-f]{64})\.(cpp|so|sha256|py|cpython-\d+\.pyc)")
-_OTHER_FILE = re.compile(r"toolchain-[0-9a-f]{16}\.json|\..+\.\d+\.[0-9a-f]+\.tmp|"
-                         r"toolchain-[0-9a-f]{16}\.json\.\d+\.tmp")
+_OTHER_FILE = re.compile(r"toolchain-[0-9a-f]{16}\.json(\.\d+\.tmp)?|\..+\.\d+\.[0-9a-f]+\.tmp")
 _LAYOUT_DIR = re.compile(r"[0-9a-f]{2}|triton|__pycache__")
 
 _lock = threading.Lock()
