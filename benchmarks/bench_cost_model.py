@@ -166,7 +166,8 @@ def compile_case(fn, inputs, cache_dir: str, fusion: str):
     """(compiled fn, its GraphReports) for brrr with `fusion`, checked against eager."""
     harness.fresh_dynamo()
     sink: list = []
-    opts = {"fusion": fusion, "cache_dir": cache_dir}
+    # the calibration this run saved in cache_dir, not one in the user's calibration_dir
+    opts = {"fusion": fusion, "cache_dir": cache_dir, "calibration_dir": cache_dir}
     compiled = torch.compile(fn, backend=functools.partial(brrr_backend, options=opts, _sink=sink),
                              dynamic=False)
     with torch.no_grad():

@@ -15,19 +15,19 @@ import logging
 
 import torch
 
-import passes
+from brrr_compiler import passes
 from brrr_compiler import capture, debug
 from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
-from brrr_compiler.config import Config, build_config
+from brrr_compiler.config import Config, build_config, with_mode
 from brrr_compiler.cost import kernel_report_fields, resolve_device
-from brrr_compiler.log import logger, warn_once
 from brrr_compiler.kernel_verify import verify
+from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.report import GraphReport, KernelReport
-from brrr_compiler.runtime import toolchain, triton_launch
+from brrr_compiler.runtime import cache, toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -35,11 +35,14 @@ from brrr_compiler.symbolic import shape, size_sources, strides
 _graph_ids = itertools.count()
 
 
-def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sink=None):
-    """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`."""
-    cfg = build_config(options)
+def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, mode=None,
+                 _sink=None):
+    """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`
+    or `mode=...` (torch passes one of them, never both; README.md, Options)."""
+    cfg = build_config(with_mode(options, mode))
     if cfg.target != "triton" and not any(_on_cuda(x) for x in example_inputs):
-        toolchain.prefetch(cfg.cxx, cfg.cache_dir)    # probed while AOTAutograd traces
+        # probed while AOTAutograd traces; the cache dir is checked here, not in the thread
+        toolchain.prefetch(cfg.cxx, cache.usable_dir(cfg.cache_dir))
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
@@ -69,7 +72,7 @@ def compile_or_aten(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     try:
         return compile_graph(gm, cfg, kind, sink, example_inputs)
     except Exception as err:
-        if getattr(cfg, "strict", False):
+        if cfg.strict:
             raise
         warn_once(f"graph-{type(err).__name__}-{err}",
                   f"brrr: compiling a {kind} graph failed ({type(err).__name__}: {err}); "
@@ -91,18 +94,19 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     capture.report_output_strides(gm)
     debug.dump(cfg.debug_dir, name, "aten_after.py", gm.code)
     target, device = choose_target(cfg, gm)
-    machine = resolve_device(cfg.device, cfg.cache_dir, device)     # for the cost model
+    # for the cost model; older versions kept the calibration in the cache dir
+    machine = resolve_device(cfg.device, (cfg.calibration_dir, cfg.cache_dir), device)
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
                      device=device, allow_across=(target == "cpp"))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
-    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision,
+    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, cfg.strict,
                                          verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
         compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
-    run = guarded_runner(plan, compiled, every_call=cfg.check_strides)
+    run = guarded_runner(plan, compiled, every_call=cfg.check_strides, strict=cfg.strict)
     runner = run.runner
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
@@ -111,7 +115,10 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
-    return triton_launch.cudagraphs(run, gm, compiled) if cfg.cudagraphs else run
+    if not cfg.wants_cudagraphs():
+        return run
+    return triton_launch.cudagraphs(run, gm, compiled, asked=cfg.cudagraphs is True,
+                                    strict=cfg.strict)
 
 
 def choose_target(cfg: Config, gm) -> tuple:
@@ -125,25 +132,26 @@ def choose_target(cfg: Config, gm) -> tuple:
         if cfg.target == "cpp":
             return None, None
         if not triton_launch.available():
-            warn_once("no-triton", "brrr: CUDA tensors need Triton (pip install triton); "
-                                   "their ops run through ATen instead")
+            fallback("no-triton", "brrr: CUDA tensors need Triton (pip install triton); "
+                                  "their ops run through ATen instead", cfg.strict)
             return None, None
         return "triton", cuda[0]
     if cfg.target == "triton":
         if triton_launch.available() and triton_launch.interpreting():
             return "triton", torch.device("cpu")
-        warn_once("triton-on-cpu", "brrr: target='triton' runs CPU tensors only under "
-                                   "Triton's interpreter (triton installed, TRITON_INTERPRET=1); "
-                                   "using the C++ target instead")
+        fallback("triton-on-cpu", "brrr: target='triton' runs CPU tensors only under "
+                                  "Triton's interpreter (triton installed, TRITON_INTERPRET=1); "
+                                  "using the C++ target instead", cfg.strict)
     return "cpp", torch.device("cpu")
 
 
 def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
-               low_precision: str = "float32", verify_ir: bool = False):
+               low_precision: str = "float32", strict: bool = False, verify_ir: bool = False):
     """Kernel IR for every group that lowers, and each kernel's printed source by name (the
-    C++ target's, for its translation unit); a group that does not runs through ATen.
-    `low_precision`: Config.low_precision; `verify_ir`: check each Kernel's rules
-    (kernel_verify.py; a break raises KernelIRError, never a silent fallback)."""
+    C++ target's, for its translation unit); a group that does not runs through ATen (under
+    `strict`, Config.strict, that is an error). `low_precision`: Config.low_precision;
+    `verify_ir`: check each Kernel's rules (kernel_verify.py; a break raises
+    KernelIRError, never a silent fallback)."""
     kernels, specs, printed = {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
@@ -159,12 +167,19 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
             if missing:
                 raise NotImplementedError(f"brrr: sizes {missing} of {k.name} are not graph inputs")
         except NotImplementedError as err:
-            warn_once(f"lower-{err}", f"{err}; that group runs through ATen instead")
+            reason = str(err).removeprefix("brrr: ")
+            fallback(f"lower-{err}", f"brrr: group {g.name} ({_ops_of(g)}) cannot be lowered: "
+                                     f"{reason}; its ops run through ATen instead", strict)
             continue
         kernels[g.id] = k
         specs[g.id] = [_spec(o) for o in g.outputs]
         printed[k.name] = text
     return kernels, specs, printed
+
+
+def _ops_of(group, most: int = 6) -> str:
+    ops = list(dict.fromkeys(_op_name(n) for n in group.nodes))
+    return ", ".join(ops[:most]) + (f", ... ({len(ops)} ops)" if len(ops) > most else "")
 
 
 def _spec(node) -> tuple:

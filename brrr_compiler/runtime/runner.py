@@ -18,7 +18,7 @@ import sympy
 import torch
 import torch.fx
 
-from brrr_compiler.log import warn_once
+from brrr_compiler.log import fallback
 from brrr_compiler.runtime.meta_check import checker, first_call_checked, spec_of
 from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
 from brrr_compiler.symbolic import size_sources
@@ -148,11 +148,12 @@ def _units(plan, compiled: dict[int, CompiledKernel]):
     return dag, grouped
 
 
-def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> tuple[dict, nx.DiGraph, dict]:
+def _acyclic(plan, compiled: dict[int, CompiledKernel],
+             strict: bool = False) -> tuple[dict, nx.DiGraph, dict]:
     """`compiled` less the kernels that would wait on each other, and its `_units`: a
     group whose nodes are not connected inside it can feed, through ATen calls, another
     that feeds it. The groups on such a cycle run through ATen instead (a partitioning
-    miss, never a crash)."""
+    miss, never a crash; under `strict`, an error)."""
     compiled = dict(compiled)
     while True:
         dag, grouped = _units(plan, compiled)
@@ -164,19 +165,21 @@ def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> tuple[dict, nx.DiGrap
         dropped = sorted({key for edge in cycle for kind, key in edge[:2] if kind == "group"})
         for gid in dropped:
             names = compiled.pop(gid).name
-            warn_once(f"cycle-{names}", f"brrr: kernel {names} is on a cycle with other "
-                                        "kernels through ATen calls; its ops run through ATen instead")
+            fallback(f"cycle-{names}", f"brrr: kernel {names} is on a cycle with other "
+                                       "kernels through ATen calls; its ops run through ATen "
+                                       "instead", strict)
 
 
 def build_runner(plan, compiled: dict[int, CompiledKernel],
-                 check: bool = False) -> torch.fx.GraphModule:
+                 check: bool = False, strict: bool = False) -> torch.fx.GraphModule:
     """The FX program for `plan`, with groups in `compiled` replaced by kernel calls.
     `check`: the first call's runner, which checks the tensors kernels read from ATen
-    against their FakeTensors (meta_check.py); its findings go to `runner.found`."""
+    against their FakeTensors (meta_check.py); its findings go to `runner.found`.
+    `strict`: a kernel dropped from a cycle is an error (Config.strict)."""
     src = plan.graph.graph
     by_name = {n.name: n for n in src.nodes}
     groups = {g.id: g for g in plan.groups}
-    compiled, dag, grouped = _acyclic(plan, compiled)
+    compiled, dag, grouped = _acyclic(plan, compiled, strict)
     units = nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"])
     sources = size_sources(src)
     graph, env = torch.fx.Graph(), {}
@@ -235,12 +238,13 @@ def _expect(graph, node, value, expect):
     return call
 
 
-def guarded_runner(plan, compiled: dict[int, CompiledKernel], every_call: bool = False):
+def guarded_runner(plan, compiled: dict[int, CompiledKernel], every_call: bool = False,
+                   strict: bool = False):
     """A boxed callable running `plan`: the checking runner on the first call, then the
     plain one unless the check found a tensor to repair (meta_check.py); with
     `every_call` (option check_strides) the checking runner on every call."""
-    plain = build_runner(plan, compiled)
-    checking = boxed(build_runner(plan, compiled, check=True))
+    plain = build_runner(plan, compiled, strict=strict)
+    checking = boxed(build_runner(plan, compiled, check=True, strict=strict))
     checking.found = checking.runner.found
     run = checking if every_call else first_call_checked(checking, boxed(plain))
     run._boxed_call = True
