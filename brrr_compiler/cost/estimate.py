@@ -149,7 +149,8 @@ def kernel_report_fields(kernel, group, device: DeviceSpec | None) -> dict:
     if kernel is None or device is None:
         return {}
     try:
-        est = estimate_kernel(kernel, device, size_hints(n.meta.get("val") for n in group.nodes))
+        vals = [n.meta.get("val") for n in [*group.nodes, *group.inputs]]
+        est = estimate_kernel(kernel, device, size_hints(vals))
     except CostModelError:
         return {}
     return {"predicted_s": est.total_s, "bound": est.bound, "flops": est.flops,
