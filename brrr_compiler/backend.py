@@ -21,28 +21,31 @@ from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config
-from brrr_compiler.cost import kernel_report_fields, resolve_device
+from brrr_compiler.cost import resolve_device
+from brrr_compiler.graph_report import graph_report
 from brrr_compiler.log import logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
-from brrr_compiler.report import GraphReport, KernelReport
 from brrr_compiler.runtime import toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
-from brrr_compiler.runtime.runner import boxed, build_runner
+from brrr_compiler.runtime.runner import boxed, build_runner, kernels_run
 from brrr_compiler.symbolic import shape, size_sources, strides
 
 _graph_ids = itertools.count()
 
 
-def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sink=None):
-    """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`."""
+def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sink=None,
+                 _graph_ids=None):
+    """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`.
+    `_sink` (a list) receives each graph's GraphReport; `_graph_ids` numbers the graphs
+    (default: one count for the process); `explain` passes both."""
     cfg = build_config(options)
     if cfg.target != "triton" and not any(_on_cuda(x) for x in example_inputs):
         toolchain.prefetch(cfg.cxx, cfg.cache_dir)    # probed while AOTAutograd traces
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
-            return compile_graph(aten_gm, cfg, kind, _sink, aten_inputs)
+            return compile_graph(aten_gm, cfg, kind, _sink, aten_inputs, _graph_ids)
         return compile_fn
 
     return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
@@ -59,9 +62,9 @@ def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
-                  example_inputs=()):
+                  example_inputs=(), graph_ids=None):
     """Compile one functional ATen graph into a boxed callable."""
-    name = f"graph{next(_graph_ids)}_{kind}"
+    name = f"graph{next(_graph_ids if graph_ids is None else graph_ids)}_{kind}"
     debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
     if kind == "backward":
         gm = capture.adopt_input_strides(gm, example_inputs)
@@ -76,7 +79,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                      device=device, allow_across=(target == "cpp"))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
-    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision)
+    not_run: dict = {}                  # group id -> why it runs through ATen
+    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, not_run)
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
@@ -85,7 +89,9 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
-        report = graph_report(name, kind, plan, compiled, source, runner.code, kernels, machine)
+        run = _explain_not_run(plan, kernels, compiled, not_run)
+        report = graph_report(name, kind, plan, run, source, runner.code, kernels, machine,
+                              device, not_run)
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
@@ -118,10 +124,10 @@ def choose_target(cfg: Config, gm) -> tuple:
 
 
 def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
-               low_precision: str = "float32"):
+               low_precision: str = "float32", failures: dict | None = None):
     """Kernel IR for every group that lowers, and each kernel's printed source by name (the
-    C++ target's, for its translation unit); a group that does not runs through ATen.
-    `low_precision`: Config.low_precision."""
+    C++ target's, for its translation unit); a group that does not runs through ATen (and
+    `failures`, if given, maps its id to why). `low_precision`: Config.low_precision."""
     kernels, specs, printed = {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
@@ -136,6 +142,8 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
                 raise NotImplementedError(f"brrr: sizes {missing} of {k.name} are not graph inputs")
         except NotImplementedError as err:
             warn_once(f"lower-{err}", f"{err}; that group runs through ATen instead")
+            if failures is not None:
+                failures[g.id] = f"its group {g.name} did not lower: {err}"
             continue
         kernels[g.id] = k
         specs[g.id] = [_spec(o) for o in g.outputs]
@@ -148,20 +156,15 @@ def _spec(node) -> tuple:
     return shape(val), strides(val), val.dtype
 
 
-def graph_report(name, kind, plan, compiled, source, runner_code, kernel_irs=None,
-                 machine=None) -> GraphReport:
-    kernels = [KernelReport(compiled[g.id].name,
-                            [_op_name(n) for n in g.nodes], [n.name for n in g.nodes],
-                            list(g.domain),
-                            **kernel_report_fields((kernel_irs or {}).get(g.id), g, machine))
-               for g in plan.groups if g.id in compiled]
-    grouped = {n for g in plan.groups if g.id in compiled for n in g.nodes}
-    aten_nodes = [(n.name, _op_name(n)) for n in plan.graph.graph.nodes
-                  if n.op == "call_function" and n not in grouped]
-    edges = [(a.name, n.name) for n in plan.graph.graph.nodes for a in n.all_input_nodes]
-    return GraphReport(name, kind, kernels, aten_nodes, list(plan.decisions), source,
-                       runner_code, edges, machine.name if machine else "")
-
-
-def _op_name(node) -> str:
-    return str(node.target).replace("aten::", "aten.")
+def _explain_not_run(plan, kernels, compiled, not_run: dict) -> dict:
+    """The kernels the runner calls; `not_run` gets why each other group runs through ATen."""
+    run = kernels_run(plan, compiled)
+    for g in plan.groups:
+        if g.id in run or g.id in not_run:
+            continue
+        if g.id in compiled:
+            not_run[g.id] = (f"its kernel {g.name} is on a cycle with other kernels "
+                             "through ATen calls")
+        elif g.id in kernels:
+            not_run[g.id] = f"its kernel {g.name} was not built (see the warning)"
+    return run

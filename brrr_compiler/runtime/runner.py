@@ -167,6 +167,11 @@ def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> tuple[dict, nx.DiGrap
                                         "kernels through ATen calls; its ops run through ATen instead")
 
 
+def kernels_run(plan, compiled: dict[int, CompiledKernel]) -> dict[int, CompiledKernel]:
+    """The kernels build_runner calls: `compiled` less those on a cycle (_acyclic)."""
+    return _acyclic(plan, compiled)[0]
+
+
 def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphModule:
     """The FX program for `plan`, with groups in `compiled` replaced by kernel calls."""
     src = plan.graph.graph
