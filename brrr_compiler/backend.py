@@ -89,7 +89,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
-        run = _explain_not_run(plan, kernels, compiled, not_run)
+        run = kernels_and_fallbacks(plan, kernels, compiled, not_run)
         report = graph_report(name, kind, plan, run, source, runner.code, kernels, machine,
                               device, not_run)
         logger.info("%s", report)
@@ -156,7 +156,7 @@ def _spec(node) -> tuple:
     return shape(val), strides(val), val.dtype
 
 
-def _explain_not_run(plan, kernels, compiled, not_run: dict) -> dict:
+def kernels_and_fallbacks(plan, kernels, compiled, not_run: dict) -> dict:
     """The kernels the runner calls; `not_run` gets why each other group runs through ATen."""
     run = kernels_run(plan, compiled)
     for g in plan.groups:

@@ -95,3 +95,15 @@ def test_reductions_over_symbolic_sizes_get_predictions():
         (kernel,) = graph.kernels
         assert kernel.predicted_s > 0 and not kernel.estimate_error, str(graph)
         assert kernel.bytes >= 256 * 1024 * 4, str(graph)
+
+
+def test_kernels_with_indirect_loads_get_predictions():
+    """gather's index is data: its footprint is the input's extent along the gathered dim
+    (the model raised 'symbolic size v1 + ... has no hint' and the report had no number)."""
+    import torch.nn.functional as F
+    gen = torch.Generator().manual_seed(0)
+    x, t = torch.randn(64, 128, generator=gen), torch.randint(0, 128, (64,), generator=gen)
+    for fn in (lambda x, t: torch.gather(x, 1, t[:, None]) * 2, F.cross_entropy):
+        report = brrr_compiler.explain(fn, x, t)
+        assert report.kernels and all(k.predicted_s > 0 and k.unfused_s > 0
+                                      for k in report.kernels), str(report)

@@ -78,7 +78,7 @@ def test_a_group_that_does_not_lower_says_why(monkeypatch):
 
 def test_a_kernel_on_a_cycle_says_why(tmp_path):
     """The plan test_faults builds by hand: a group feeding itself through cumsum."""
-    from brrr_compiler.backend import _explain_not_run, lower_plan
+    from brrr_compiler.backend import kernels_and_fallbacks, lower_plan
     from brrr_compiler.config import build_config
     from brrr_compiler.graph_report import graph_report
     from brrr_compiler.partition.plan import FusionPlan, Group
@@ -96,7 +96,7 @@ def test_a_kernel_on_a_cycle_says_why(tmp_path):
     compiled, _ = build_kernels(kernels, specs, build_config({"cache_dir": str(tmp_path)}), 1)
     not_run: dict = {}
     with pytest.warns(RuntimeWarning, match="on a cycle"):
-        run = _explain_not_run(plan, kernels, compiled, not_run)
+        run = kernels_and_fallbacks(plan, kernels, compiled, not_run)
     graph = graph_report("g", "inference", plan, run, "", "", kernels, None, not_run=not_run)
     assert not graph.kernels
     reasons = {c.name: c.reason for c in graph.aten_calls}
