@@ -95,8 +95,10 @@ def _name(fn) -> str:
 
 
 def _needing_grad(out) -> list[torch.Tensor]:
+    """The real floating outputs that need grad: their sums seed the backward."""
     flat, _ = torch.utils._pytree.tree_flatten(out)
-    return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
+    return [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad
+            and t.is_floating_point()]
 
 
 def _copied(tree):
