@@ -22,13 +22,13 @@ from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config
 from brrr_compiler.cost import resolve_device
-from brrr_compiler.graph_report import graph_report
+from brrr_compiler.graph_report import failed_graph_report, graph_report
 from brrr_compiler.log import logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.runtime import toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
-from brrr_compiler.runtime.runner import boxed, build_runner, kernels_run
+from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.symbolic import shape, size_sources, strides
 
 _graph_ids = itertools.count()
@@ -45,7 +45,7 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sin
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
-            return compile_graph(aten_gm, cfg, kind, _sink, aten_inputs, _graph_ids)
+            return compile_or_aten(aten_gm, cfg, kind, _sink, aten_inputs, _graph_ids)
         return compile_fn
 
     return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
@@ -61,14 +61,36 @@ def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return passes.run_pipeline(joint_gm, ("cse",))
 
 
-def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
-                  example_inputs=(), graph_ids=None):
-    """Compile one functional ATen graph into a boxed callable."""
+def compile_or_aten(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
+                    example_inputs=(), graph_ids=None):
+    """compile_graph, or, if brrr fails on the graph, the graph as AOTAutograd handed it,
+    run through ATen (with one warning): a model that eager runs never meets a brrr
+    compile error. `strict` re-raises instead."""
+    original = capture.graph_copy(gm)
+    mark = capture.output_strides_mark()
     name = f"graph{next(_graph_ids if graph_ids is None else graph_ids)}_{kind}"
+    try:
+        return compile_graph(gm, cfg, kind, sink, example_inputs, name)
+    except Exception as err:
+        if getattr(cfg, "strict", False):
+            raise
+        why = f"compiling a {kind} graph failed ({type(err).__name__}: {err})"
+        warn_once(f"graph-{type(err).__name__}-{err}",
+                  f"brrr: {why}; that graph runs through ATen instead")
+        if sink is not None:
+            sink.append(failed_graph_report(name, kind, original, f"brrr: {why}"))
+        return capture.aten_fallback(original, kind, mark)
+
+
+def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
+                  example_inputs=(), name: str | None = None):
+    """Compile one functional ATen graph into a boxed callable."""
+    name = name or f"graph{next(_graph_ids)}_{kind}"
     debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
     if kind == "backward":
         gm = capture.adopt_input_strides(gm, example_inputs)
     elif kind == "forward":
+        gm = capture.protect_saved_mutated_inputs(gm)
         gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
     gm = passes.run_pipeline(gm, cfg.passes)
     capture.report_output_strides(gm)
@@ -85,17 +107,17 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
         compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
-    runner = build_runner(plan, compiled)
+    run = guarded_runner(plan, compiled, every_call=cfg.check_strides)
+    runner = run.runner
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
-        run = kernels_and_fallbacks(plan, kernels, compiled, not_run)
-        report = graph_report(name, kind, plan, run, source, runner.code, kernels, machine,
+        ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
+        report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,
                               device, not_run)
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
-    run = boxed(runner)
     return triton_launch.cudagraphs(run, gm, compiled) if cfg.cudagraphs else run
 
 

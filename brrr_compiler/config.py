@@ -43,7 +43,9 @@ class Config:
     passes: tuple[str, ...] | None = None
     # refuse groups with more distinct buffer arguments than this
     max_kernel_args: int = 48
-    # check at run time that ATen fallbacks return the strides the compiler assumed
+    # check on every call, not only the first, that the tensors kernels read from ATen and
+    # the graph inputs have the dtypes and strides the compiler assumed (a mismatch is
+    # copied into the assumed layout: runtime/meta_check.py)
     check_strides: bool = False
     # float16/bfloat16 values inside a kernel: "eager" rounds every op's result to its
     # dtype, as eager does (results match eager's bits but for the last-ulp differences of

@@ -76,6 +76,16 @@ def graph_report(name, kind, plan, compiled, source, runner_code, kernel_irs=Non
                        machine.name if machine else "", calls)
 
 
+def failed_graph_report(name, kind, gm, why: str) -> GraphReport:
+    """The report of a graph brrr failed on, which runs through ATen whole: every node
+    with `why` (views and size arithmetic as such)."""
+    calls = [AtenCall(n.name, op_name(n), *aten_reason(n, why, legality.CPU),
+                      source=user_source(n)) for n in gm.graph.nodes if n.op == "call_function"]
+    edges = [(a.name, n.name) for n in gm.graph.nodes for a in n.all_input_nodes]
+    return GraphReport(name, kind, [], [(c.name, c.op) for c in calls], edges=edges,
+                       aten_calls=calls)
+
+
 def _kernel(name, group, kernel_ir, machine) -> KernelReport:
     report = KernelReport(name, [op_name(n) for n in group.nodes], [n.name for n in group.nodes],
                           list(group.domain), **kernel_report_fields(kernel_ir, group, machine),

@@ -233,3 +233,18 @@ def test_decisions_are_recorded_once():
     for graph in report.graphs:
         texts = [str(d) for d in graph.decisions]
         assert texts and len(texts) == len(set(texts)), graph.name
+
+
+def test_a_graph_brrr_fails_on_is_reported_with_the_error(monkeypatch):
+    import brrr_compiler.backend as backend
+
+    def partition(*args, **kwargs):
+        raise ValueError("synthetic partitioner bug (explain)")
+
+    monkeypatch.setattr(backend, "partition", partition)
+    with pytest.warns(RuntimeWarning, match="synthetic partitioner bug"):
+        (graph,) = brrr_compiler.explain(lambda x: (x.sin() * 2).t(), torch.randn(4, 3)).graphs
+    assert graph.name == "graph0_inference" and not graph.kernels
+    reasons = {c.op: c.reason for c in graph.aten_calls}
+    assert "synthetic partitioner bug (explain)" in reasons["aten.sin.default"]
+    assert [c.op for c in graph.views] == ["aten.t.default"]
