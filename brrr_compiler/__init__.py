@@ -1,7 +1,7 @@
 """brrr: a torch.compile backend that fuses memory-bound op chains by a cost model.
 
     torch.compile(model, backend="brrr", options={...})
-    brrr_compiler.explain(fn, *example_args, **options)  -> Report
+    brrr_compiler.explain(fn, *args, options={...}, **kwargs)  -> Report
     brrr_compiler.calibrate()                            -> DeviceSpec (saved for the cost model)
 
 Errors and warnings: OptionError (a bad option or BRRR_* variable), BrrrFallbackError

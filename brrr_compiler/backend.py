@@ -21,24 +21,26 @@ from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config, with_mode
-from brrr_compiler.cost import kernel_report_fields, resolve_device
+from brrr_compiler.cost import resolve_device
+from brrr_compiler.graph_report import failed_graph_report, graph_report, op_name
 from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
-from brrr_compiler.report import GraphReport, KernelReport
 from brrr_compiler.runtime import cache, toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
-from brrr_compiler.runtime.runner import guarded_runner
+from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.symbolic import shape, size_sources, strides
 
 _graph_ids = itertools.count()
 
 
 def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, mode=None,
-                 _sink=None):
+                 _sink=None, _graph_ids=None):
     """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`
-    or `mode=...` (torch passes one of them, never both; README.md, Options)."""
+    or `mode=...` (torch passes one of them, never both; README.md, Options). `_sink` (a
+    list) receives each graph's GraphReport; `_graph_ids` numbers the graphs (default:
+    one count for the process); `explain` passes both."""
     cfg = build_config(with_mode(options, mode))
     if cfg.target != "triton" and not any(_on_cuda(x) for x in example_inputs):
         # probed while AOTAutograd traces; the cache dir is checked here, not in the thread
@@ -46,7 +48,7 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, mode
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
-            return compile_or_aten(aten_gm, cfg, kind, _sink, aten_inputs)
+            return compile_or_aten(aten_gm, cfg, kind, _sink, aten_inputs, _graph_ids)
         return compile_fn
 
     return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
@@ -63,27 +65,30 @@ def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def compile_or_aten(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
-                    example_inputs=()):
+                    example_inputs=(), graph_ids=None):
     """compile_graph, or, if brrr fails on the graph, the graph as AOTAutograd handed it,
     run through ATen (with one warning): a model that eager runs never meets a brrr
     compile error. `strict` re-raises instead."""
     original = capture.graph_copy(gm)
     mark = capture.output_strides_mark()
+    name = f"graph{next(_graph_ids if graph_ids is None else graph_ids)}_{kind}"
     try:
-        return compile_graph(gm, cfg, kind, sink, example_inputs)
+        return compile_graph(gm, cfg, kind, sink, example_inputs, name)
     except Exception as err:
         if cfg.strict:
             raise
+        why = f"compiling a {kind} graph failed ({type(err).__name__}: {err})"
         warn_once(f"graph-{type(err).__name__}-{err}",
-                  f"brrr: compiling a {kind} graph failed ({type(err).__name__}: {err}); "
-                  "that graph runs through ATen instead")
+                  f"brrr: {why}; that graph runs through ATen instead")
+        if sink is not None:
+            sink.append(failed_graph_report(name, kind, original, f"brrr: {why}"))
         return capture.aten_fallback(original, kind, mark)
 
 
 def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
-                  example_inputs=()):
+                  example_inputs=(), name: str | None = None):
     """Compile one functional ATen graph into a boxed callable."""
-    name = f"graph{next(_graph_ids)}_{kind}"
+    name = name or f"graph{next(_graph_ids)}_{kind}"
     debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
     if kind == "backward":
         gm = capture.adopt_input_strides(gm, example_inputs)
@@ -100,7 +105,9 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                      device=device, allow_across=(target == "cpp"))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
-    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, cfg.strict,
+    not_run: dict = {}                  # group id -> why it runs through ATen
+    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, not_run,
+                                         strict=cfg.strict,
                                          verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
@@ -111,7 +118,9 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
-        report = graph_report(name, kind, plan, compiled, source, runner.code, kernels, machine)
+        ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
+        report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,
+                              device, not_run)
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
@@ -146,12 +155,13 @@ def choose_target(cfg: Config, gm) -> tuple:
 
 
 def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
-               low_precision: str = "float32", strict: bool = False, verify_ir: bool = False):
+               low_precision: str = "float32", failures: dict | None = None,
+               strict: bool = False, verify_ir: bool = False):
     """Kernel IR for every group that lowers, and each kernel's printed source by name (the
-    C++ target's, for its translation unit); a group that does not runs through ATen (under
-    `strict`, Config.strict, that is an error). `low_precision`: Config.low_precision;
-    `verify_ir`: check each Kernel's rules (kernel_verify.py; a break raises
-    KernelIRError, never a silent fallback)."""
+    C++ target's, for its translation unit); a group that does not runs through ATen (and
+    `failures`, if given, maps its id to why; under `strict`, Config.strict, it is an
+    error). `low_precision`: Config.low_precision; `verify_ir`: check each Kernel's rules
+    (kernel_verify.py; a break raises KernelIRError, never a silent fallback)."""
     kernels, specs, printed = {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
@@ -170,6 +180,8 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
             reason = str(err).removeprefix("brrr: ")
             fallback(f"lower-{err}", f"brrr: group {g.name} ({_ops_of(g)}) cannot be lowered: "
                                      f"{reason}; its ops run through ATen instead", strict)
+            if failures is not None:
+                failures[g.id] = f"its group {g.name} did not lower: {reason}"
             continue
         kernels[g.id] = k
         specs[g.id] = [_spec(o) for o in g.outputs]
@@ -178,7 +190,7 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
 
 
 def _ops_of(group, most: int = 6) -> str:
-    ops = list(dict.fromkeys(_op_name(n) for n in group.nodes))
+    ops = list(dict.fromkeys(op_name(n) for n in group.nodes))
     return ", ".join(ops[:most]) + (f", ... ({len(ops)} ops)" if len(ops) > most else "")
 
 
@@ -187,20 +199,15 @@ def _spec(node) -> tuple:
     return shape(val), strides(val), val.dtype
 
 
-def graph_report(name, kind, plan, compiled, source, runner_code, kernel_irs=None,
-                 machine=None) -> GraphReport:
-    kernels = [KernelReport(compiled[g.id].name,
-                            [_op_name(n) for n in g.nodes], [n.name for n in g.nodes],
-                            list(g.domain),
-                            **kernel_report_fields((kernel_irs or {}).get(g.id), g, machine))
-               for g in plan.groups if g.id in compiled]
-    grouped = {n for g in plan.groups if g.id in compiled for n in g.nodes}
-    aten_nodes = [(n.name, _op_name(n)) for n in plan.graph.graph.nodes
-                  if n.op == "call_function" and n not in grouped]
-    edges = [(a.name, n.name) for n in plan.graph.graph.nodes for a in n.all_input_nodes]
-    return GraphReport(name, kind, kernels, aten_nodes, list(plan.decisions), source,
-                       runner_code, edges, machine.name if machine else "")
-
-
-def _op_name(node) -> str:
-    return str(node.target).replace("aten::", "aten.")
+def kernels_and_fallbacks(plan, kernels, compiled, not_run: dict) -> dict:
+    """The kernels the runner calls; `not_run` gets why each other group runs through ATen."""
+    run = kernels_run(plan, compiled)
+    for g in plan.groups:
+        if g.id in run or g.id in not_run:
+            continue
+        if g.id in compiled:
+            not_run[g.id] = (f"its kernel {g.name} is on a cycle with other kernels "
+                             "through ATen calls")
+        elif g.id in kernels:
+            not_run[g.id] = f"its kernel {g.name} was not built (see the warning)"
+    return run

@@ -115,8 +115,8 @@ def cases(size: Size) -> list[Case]:
 # ---- printing what brrr made -----------------------------------------------------------
 
 def _aten_summary(g: GraphReport) -> str:
-    ops = [op for _, op in g.aten_nodes if "getitem" not in op]
-    return KernelReport("ATen", ops, [], []).ops_summary() or "none"
+    ops = KernelReport("ATen", [c.op for c in g.compute_calls], [], []).ops_summary()
+    return (ops or "none") + (f"; {len(g.views)} views" if g.views else "")
 
 
 def _wrap(line: str, indent: int) -> list[str]:
@@ -124,13 +124,14 @@ def _wrap(line: str, indent: int) -> list[str]:
 
 
 def kernel_table(report: Report) -> str:
-    """Each graph's header and kernel lines as the report prints them; ATen calls counted."""
+    """Each graph's header, totals and kernel lines as the report prints them; ATen calls
+    counted."""
     lines = []
     for g in report.graphs:
-        header, *kernels = str(g).splitlines()[:1 + len(g.kernels)]
         width = 4 + max([len(k.name) for k in g.kernels] + [6])
-        lines.append(header)
-        lines += [w for k in kernels for w in _wrap(k, width)]
+        lines.append(g.header())
+        lines += _wrap(g.totals_line(), 4) if g.kernels else []
+        lines += [w for k in g.kernel_lines(sources=False) for w in _wrap(k, width)]
         lines += _wrap(f"  ATen calls: {_aten_summary(g)}", 4)
     return "\n".join(lines)
 

@@ -170,6 +170,11 @@ def _acyclic(plan, compiled: dict[int, CompiledKernel],
                                        "instead", strict)
 
 
+def kernels_run(plan, compiled: dict[int, CompiledKernel]) -> dict[int, CompiledKernel]:
+    """The kernels build_runner calls: `compiled` less those on a cycle (_acyclic)."""
+    return _acyclic(plan, compiled)[0]
+
+
 def build_runner(plan, compiled: dict[int, CompiledKernel],
                  check: bool = False, strict: bool = False) -> torch.fx.GraphModule:
     """The FX program for `plan`, with groups in `compiled` replaced by kernel calls.
