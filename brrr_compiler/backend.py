@@ -89,7 +89,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
-    run = boxed(runner)
+    run = boxed(runner, name)
     return triton_launch.cudagraphs(run, gm, compiled) if cfg.cudagraphs else run
 
 

@@ -17,8 +17,10 @@ import networkx as nx
 import sympy
 import torch
 import torch.fx
+from torch.autograd import profiler as autograd_profiler
 
 from brrr_compiler.log import warn_once
+from brrr_compiler.runtime.profiling import ProfiledRunner
 from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
 from brrr_compiler.symbolic import size_sources
 
@@ -91,6 +93,8 @@ def make_call(kernel: CompiledKernel, offsets=()):
         call = _checked(call, kernel.take_error, kernel.name)
     call.__name__ = call.__qualname__ = kernel.name
     call.__module__ = "brrr"
+    # what the profiled runner and the runnable dump need to know about this call
+    call.brrr_kernel, call.brrr_offsets = kernel, tuple(offsets)
     return call
 
 
@@ -239,12 +243,15 @@ def _size_arg(graph, env, source):
     return graph.call_function(torch.ops.aten.sym_size.int, (env[node], dim))
 
 
-def boxed(gm: torch.fx.GraphModule):
+def boxed(gm: torch.fx.GraphModule, name: str = "graph"):
     """AOTAutograd's boxed calling convention: one list of args, cleared on entry by the
-    runner's own (boxed) code."""
-    forward = gm.forward
+    runner's own (boxed) code. While a profiler runs, the graph is a range `brrr::<name>`
+    and each kernel an event in it (profiling.py; one bool checked per call otherwise)."""
+    forward, profiled = gm.forward, ProfiledRunner(gm, name)
 
     def run(args):
+        if autograd_profiler._is_profiler_enabled:
+            return profiled(list(args) if not isinstance(args, list) else args)
         return forward(list(args) if not isinstance(args, list) else args)
 
     run._boxed_call = True
