@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 
 import torch
 
@@ -26,7 +27,7 @@ from brrr_compiler.log import logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.report import GraphReport, KernelReport
-from brrr_compiler.runtime import toolchain, triton_launch
+from brrr_compiler.runtime import script, toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import boxed, build_runner
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -37,6 +38,9 @@ _graph_ids = itertools.count()
 def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sink=None):
     """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`."""
     cfg = build_config(options)
+    # from here on debug_dir is this process's run folder (debug.py's note)
+    cfg = cfg.replace(debug_dir=debug.dump_folder(
+        cfg.debug_dir, os.environ.get("TORCH_COMPILE_DEBUG", "0") == "1"))
     if cfg.target != "triton" and not any(_on_cuda(x) for x in example_inputs):
         toolchain.prefetch(cfg.cxx, cfg.cache_dir)    # probed while AOTAutograd traces
 
@@ -62,19 +66,21 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                   example_inputs=()):
     """Compile one functional ATen graph into a boxed callable."""
     name = f"graph{next(_graph_ids)}_{kind}"
-    debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
+    dumps = debug.GraphDump(cfg.debug_dir, name)
+    dumps.write("aten_before.py", gm.code)
+    reference = script.reference_of(gm) if dumps.active else None
     if kind == "backward":
         gm = capture.adopt_input_strides(gm, example_inputs)
     elif kind == "forward":
         gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
     gm = passes.run_pipeline(gm, cfg.passes)
     capture.report_output_strides(gm)
-    debug.dump(cfg.debug_dir, name, "aten_after.py", gm.code)
+    dumps.write("aten_after.py", gm.code)
     target, device = choose_target(cfg, gm)
     machine = resolve_device(cfg.device, cfg.cache_dir, device)     # for the cost model
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
                      device=device, allow_across=(target == "cpp"))
-    debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
+    dumps.write("fusion_plan.txt", lambda: str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
     kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision)
     if target == "triton":
@@ -82,8 +88,12 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     else:
         compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
     runner = build_runner(plan, compiled)
-    debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
-    debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
+    dumps.write("kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
+    dumps.write("runner.py", runner.code)
+    if reference is not None:
+        dumps.write(f"{name}.py", lambda: script.runnable(
+            name, reference, plan.graph.graph, runner, kernels, printed, threads,
+            script.build_command(cfg)))
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
         report = graph_report(name, kind, plan, compiled, source, runner.code, kernels, machine)
         logger.info("%s", report)
