@@ -75,6 +75,7 @@ class GraphDump:
     def __init__(self, folder: str | None, graph: str):
         self.graph = graph
         self.folder = os.path.join(folder, graph) if folder else None
+        self._made = False
 
     @property
     def active(self) -> bool:
@@ -94,9 +95,23 @@ class GraphDump:
             "name": f"brrr_{self.graph}_{stem}" if stem != self.graph else f"brrr_{stem}_runnable",
             "encoding": "string"}, payload_fn=made)
 
+    def _make_folder(self) -> None:
+        """The graph's folder, new: a graph of the same name dumped earlier in this run
+        (graph names can repeat, e.g. across explain calls) keeps its own."""
+        base, n = self.folder, 0
+        while True:
+            try:
+                os.makedirs(self.folder)
+                break
+            except FileExistsError:
+                n += 1
+                self.folder = f"{base}.{n}"
+        self._made = True
+
     def _write_file(self, filename: str, text: str) -> None:
         try:
-            os.makedirs(self.folder, exist_ok=True)
+            if not self._made:
+                self._make_folder()
             with open(os.path.join(self.folder, filename), "w") as f:
                 f.write(text)
         except OSError as err:

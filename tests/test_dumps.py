@@ -1,6 +1,7 @@
 """Debug dumps (debug.py): one folder per process run, and per graph a runnable file
 (runtime/script.py) that rebuilds the kernels and checks brrr's runner against the ATen
 graph; run here in subprocesses, as a user would."""
+import logging
 import os
 import re
 import subprocess
@@ -122,3 +123,27 @@ def test_integer_inputs_stay_inside_what_they_index(fn, args, high):
     specs = input_specs(_graph(fn, *args))
     (int_spec,) = [s for s in specs if s[3] == torch.int64]
     assert int_spec[5] == high
+
+
+def test_a_graph_name_dumped_twice_keeps_both(tmp_path):
+    for text in ("first", "second"):
+        dump = debug.GraphDump(str(tmp_path), "graph0_forward")
+        dump.write("fusion_plan.txt", text)
+        dump.write("runner.py", lambda: text + " runner")
+    assert (tmp_path / "graph0_forward" / "fusion_plan.txt").read_text() == "first"
+    assert (tmp_path / "graph0_forward.1" / "fusion_plan.txt").read_text() == "second"
+    assert (tmp_path / "graph0_forward.1" / "runner.py").read_text() == "second runner"
+
+
+def test_a_text_that_cannot_be_made_is_skipped_with_a_warning(tmp_path, caplog):
+    def cannot():
+        raise NotImplementedError("no reason at all")
+
+    brrr = logging.getLogger("brrr")
+    brrr.addHandler(caplog.handler)         # brrr's logger is torch's: it does not propagate
+    try:
+        debug.GraphDump(str(tmp_path), "graph1_forward").write("graph1_forward.py", cannot)
+    finally:
+        brrr.removeHandler(caplog.handler)
+    assert not (tmp_path / "graph1_forward" / "graph1_forward.py").exists()
+    assert "graph1_forward/graph1_forward.py not written: no reason at all" in caplog.text
