@@ -53,7 +53,8 @@ def dump_folder(debug_dir: str | None, compile_debug: bool) -> str | None:
 
 class _Once:
     """A text, or the function making it, made at most once; None when it cannot be made
-    (NotImplementedError: the reason is logged)."""
+    (the reason is logged: NotImplementedError for what a dump cannot show, any other
+    error is a bug in the dump, which must not fail the compile)."""
 
     def __init__(self, text, what: str):
         self.text, self.what, self.made = text, what, not callable(text)
@@ -63,7 +64,7 @@ class _Once:
             self.made = True
             try:
                 self.text = self.text()
-            except NotImplementedError as err:
+            except Exception as err:     # noqa: BLE001 - a debug aid never fails a compile
                 logger.warning("brrr: %s not written: %s", self.what, err)
                 self.text = None
         return self.text

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from brrr_compiler.codegen import cpp
 from brrr_compiler.runtime import script_main
@@ -126,8 +127,9 @@ def _module_source(reference: Reference, runner) -> str:
 def _tensor_source(t: torch.Tensor) -> str:
     where = f", device={str(t.device)!r}"
     if t.numel() <= MAX_INLINE:
-        return (f"torch.tensor({t.detach().cpu().flatten().tolist()!r}, dtype={t.dtype}"
-                f"{where}).reshape({list(t.shape)})")
+        with unset_fake_temporarily():     # dumps are written while the compile traces
+            values = t.detach().cpu().flatten().tolist()
+        return f"torch.tensor({values!r}, dtype={t.dtype}{where}).reshape({list(t.shape)})"
     stride = torch.empty(t.shape, device="meta").stride()
     return f"random_input(({tuple(t.shape)}, {stride}, 0, {t.dtype}, {str(t.device)!r}, 2))"
 

@@ -20,6 +20,9 @@ _DIM_OPS = {name: ("self", "dim") for name in (
     "gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
     "index_copy", "index_fill", "take_along_dim")}
 _INDEX_LIST_OPS = ("index", "_unsafe_index", "index_put", "_unsafe_index_put")
+# ops whose result holds (some of) the values of an input unchanged: followed like views
+# (a loss's targets reach its gather through where(target != ignore_index, target, 0))
+_PASS_VALUES = ("where", "clone", "_to_copy", "masked_fill", "lift_fresh_copy", "contiguous")
 
 
 def hint(x) -> int:
@@ -63,7 +66,8 @@ def _index_high(node: torch.fx.Node, fallback: int) -> int:
     while todo:
         value = todo.pop()
         for user in value.users:
-            if user.op == "call_function" and ops.kind_of(user) is ops.Kind.VIEW:
+            if user.op == "call_function" and (ops.kind_of(user) is ops.Kind.VIEW
+                                               or _name(user) in _PASS_VALUES):
                 todo.append(user)
             elif user.op == "call_function":
                 bound = _bound(user, value)
@@ -86,10 +90,13 @@ def _size(node, dim) -> int | None:
     return hint(val.shape[dim])
 
 
+def _name(node: torch.fx.Node) -> str:
+    return getattr(getattr(node.target, "_overloadpacket", None), "__name__", "")
+
+
 def _bound(user: torch.fx.Node, value: torch.fx.Node) -> int | None:
     """The size of the dimension `user` indexes with `value`, when `user` is known."""
-    packet = getattr(user.target, "_overloadpacket", None)
-    name, args = getattr(packet, "__name__", ""), _by_name(user)
+    name, args = _name(user), _by_name(user)
     if name in _DIM_OPS and args.get(_DIM_OPS[name][0]) is not value:
         return _size(args.get(_DIM_OPS[name][0]), args.get(_DIM_OPS[name][1]))
     if name == "embedding" and args.get("indices") is value:
