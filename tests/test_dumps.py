@@ -150,3 +150,20 @@ def test_a_text_that_cannot_be_made_is_skipped_with_a_warning(tmp_path, caplog):
         brrr.removeHandler(caplog.handler)
     assert not (tmp_path / "graph1_forward" / "graph1_forward.py").exists()
     assert "graph1_forward/graph1_forward.py not written: no reason at all" in caplog.text
+
+
+def _masked_softmax_with_constant(x, m):
+    # a tensor constant (get_attr), a bool input, a bfloat16 output
+    return torch.where(m, x * torch.tensor([1., 2., 3.]), 0.).softmax(-1).to(torch.bfloat16)
+
+
+def test_a_graph_with_a_constant_and_a_mask_reruns(tmp_path):
+    gen = torch.Generator().manual_seed(0)
+    x, m = torch.randn(5, 3, generator=gen), torch.rand(5, 3, generator=gen) > 0.5
+    (graph,) = check_against_eager(_masked_softmax_with_constant, x, m, grad=False,
+                                   options={"debug_dir": str(tmp_path),
+                                            "cache_dir": str(tmp_path / "cache")})
+    (path,) = tmp_path.glob(f"run_*/{graph.name}/{graph.name}.py")
+    assert "self._tensor_constant0 = torch.tensor([1.0, 2.0, 3.0]" in path.read_text()
+    proc = _rerun(path, "--rounds", "0")
+    assert proc.returncode == 0 and f"{graph.name}: match:" in proc.stdout, proc.stdout + proc.stderr
