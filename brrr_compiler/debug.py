@@ -5,7 +5,7 @@ runnable script), for whoever asks for it:
   graph0_forward/`, one run folder per process, so a rerun never overwrites an earlier
   one; under TORCH_COMPILE_DEBUG=1 (and no debug_dir) the same run folder under torch's
   debug root (torch._dynamo.config.debug_dir_root, ./torch_compile_debug), in `brrr/`;
-- torch logging: the artifacts of log.ARTIFACTS (`TORCH_LOGS=brrr_output_code`, ...);
+- torch logging: the artifacts of torch_logs.ARTIFACTS (`TORCH_LOGS=brrr_output_code`, ...);
 - TORCH_TRACE: each file as a structured-trace artifact `brrr_<graph>_<file>`, which
   tlparse lists under the compile that made it.
 
@@ -20,7 +20,8 @@ import threading
 from torch._logging import trace_structured
 from torch._logging._internal import trace_log
 
-from brrr_compiler.log import log_artifact, logger
+from brrr_compiler.log import logger
+from brrr_compiler.torch_logs import log_artifact
 
 ARTIFACT_OF = {"aten_before.py": "brrr_graphs", "aten_after.py": "brrr_graphs",
                "fusion_plan.txt": "brrr_fusion", "kernels.cpp": "brrr_output_code",

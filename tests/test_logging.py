@@ -1,4 +1,4 @@
-"""brrr in torch's logging (log.py's note): TORCH_LOGS names brrr's log and artifacts,
+"""brrr in torch's logging (torch_logs.py's note): TORCH_LOGS names brrr's log and artifacts,
 TORCH_TRACE gets brrr's plan and kernels per graph, TORCH_COMPILE_DEBUG gets its dumps.
 
 torch reads TORCH_LOGS while `import torch` runs, so only a fresh interpreter with the
@@ -39,7 +39,7 @@ def _run(tmp_path, **env):
 
 def test_the_autoload_entry_point_is_installed():
     points = importlib.metadata.entry_points(group="torch.backends")
-    if not any(p.value == "brrr_compiler.log:register_with_torch" for p in points):
+    if not any(p.value == "brrr_compiler.torch_logs:register_with_torch" for p in points):
         pytest.fail("brrr's torch.backends entry point is missing: reinstall brrr "
                     "(pip install -e .) so that `import torch` registers its log names")
 

@@ -33,7 +33,7 @@ def test_backend_by_name_in_fresh_interpreter(tmp_path):
     script = textwrap.dedent("""
         import sys
         import torch
-        # `import torch` loads only brrr's log names (log.py's note), not the backend
+        # `import torch` loads only brrr's log names (torch_logs.py's note), not the backend
         assert "brrr_compiler.backend" not in sys.modules
         def f(x):
             return (x * 2).sin() + 1
