@@ -15,6 +15,7 @@ Writes benchmarks/results/profiler_overhead.md.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 import timeit
@@ -46,8 +47,8 @@ def add_one(x):
 
 
 def chain20(x):
-    for i in range(10):
-        x = (x * 1.01).sin() + i
+    for _ in range(10):
+        x = (x * 1.01).sin()
     return x
 
 
@@ -137,8 +138,10 @@ def main() -> None:
     workloads = [("x + 1, 16 floats", add_one, torch.randn(16), {}),
                  ("20 kernels (fusion='none'), 64 floats", chain20, torch.randn(64),
                   {"fusion": "none"})]
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     lines = ["# Profiler events: cost per call without a profiler", "",
              harness.malloc_env_statement(), "",
+             f"{os.cpu_count()} cores, load average {load} when it started.", "",
              f"Median ns per call over {args.rounds} interleaved rounds; "
              "plain = the boxed call without the profiler check.", "",
              "| workload | call | plain ns | profiling-aware ns | difference ns | ratio |",
@@ -151,8 +154,8 @@ def main() -> None:
     lines += ["", f"The check alone (fastest of 15 timings of a closure with it and of one without): "
               f"{check_ns():.0f} ns per call."]
     events = profiled_events(chain20, torch.randn(64), {"fusion": "none"})
-    lines += ["", f"Under torch.profiler the 20-kernel graph records {len(events)} brrr events: "
-              + ", ".join(events[:3]) + ", ..."]
+    lines += ["", f"Under torch.profiler one call of the 20-kernel graph records {len(events)} "
+              "distinct brrr events: " + ", ".join(events[:3]) + ", ..."]
     text = "\n".join(lines) + "\n"
     print(text)
     (harness.RESULTS_DIR / "profiler_overhead.md").write_text(text)
