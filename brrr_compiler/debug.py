@@ -3,8 +3,8 @@ runnable script), for whoever asks for it:
 
 - files: with option debug_dir (BRRR_DEBUG_DIR), `<debug_dir>/run_<time>-pid_<pid>/
   graph0_forward/`, one run folder per process, so a rerun never overwrites an earlier
-  one; under TORCH_COMPILE_DEBUG=1 (and no debug_dir) the same run folder under torch's
-  debug root (torch._dynamo.config.debug_dir_root, ./torch_compile_debug), in `brrr/`;
+  one; under TORCH_COMPILE_DEBUG=1 (and no debug_dir) in `brrr/` of the run folder
+  torch writes its own debug output to (./torch_compile_debug/run_<time>-pid_<pid>/);
 - torch logging: the artifacts of torch_logs.ARTIFACTS (`TORCH_LOGS=brrr_output_code`, ...);
 - TORCH_TRACE: each file as a structured-trace artifact `brrr_<graph>_<file>`, which
   tlparse lists under the compile that made it.
@@ -14,6 +14,7 @@ A text is made only when one of them wants it (pass a function to make it).
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import threading
 
@@ -48,7 +49,17 @@ def dump_folder(debug_dir: str | None, compile_debug: bool) -> str | None:
         return run_folder(debug_dir)
     if compile_debug:
         import torch._dynamo.config as dynamo_config
-        return os.path.join(run_folder(dynamo_config.debug_dir_root), "brrr")
+        return os.path.join(_torch_run() or run_folder(dynamo_config.debug_dir_root), "brrr")
+    return None
+
+
+def _torch_run() -> str | None:
+    """The run folder torch's own TORCH_COMPILE_DEBUG output goes to, while Dynamo
+    compiles: its log file is <run>/torchdynamo/debug.log (torch._dynamo.utils)."""
+    for handler in logging.getLogger("torch._dynamo").handlers:
+        path = getattr(handler, "baseFilename", "")
+        if path.endswith(os.path.join("torchdynamo", "debug.log")):
+            return os.path.dirname(os.path.dirname(path))
     return None
 
 

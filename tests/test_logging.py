@@ -97,6 +97,7 @@ def test_torch_trace_has_brrr_plan_and_kernels_per_graph(tmp_path):
 def test_torch_compile_debug_puts_dumps_in_torchs_folder(tmp_path):
     _run(tmp_path, TORCH_COMPILE_DEBUG="1")
     (folder,) = (tmp_path / "torch_compile_debug").glob("run_*-pid_*/brrr/graph*_inference")
+    assert (folder.parent.parent / "torchdynamo" / "debug.log").is_file()   # torch's run
     assert (folder / "fusion_plan.txt").is_file() and (folder / "kernels.cpp").is_file()
     assert (folder / f"{folder.name}.py").is_file()
 

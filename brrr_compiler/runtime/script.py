@@ -64,31 +64,27 @@ def runnable(name: str, reference: Reference, graph: torch.fx.Graph,
     `kernels`: {group id: Kernel IR}; `printed`: their sources by name; `command`: the
     compiler command with {source} and {output} placeholders.
     NotImplementedError: a graph this file cannot reproduce (the reason says why)."""
-    calls = _kernel_calls(runner)
+    names = runner.graph.python_code("self").globals
+    calls = {n: fn for n, fn in names.items() if is_kernel_call(fn)}
     if any(call.brrr_kernel.tensor_args for call in calls.values()):
         raise NotImplementedError("runnable dumps are written for C++ kernels only")
     _check_names(reference.names, set(), "the ATen graph")
-    _check_names(set(runner.graph.python_code("self").globals), set(calls), "brrr's runner")
+    _check_names(set(names), set(calls), "brrr's runner")
     used = [kernels[call.brrr_kernel.group_id] for call in calls.values()]
     source = cpp.translation_unit(used, num_threads, printed) if used else ""
-    specs = input_specs(graph)
     helpers = Path(script_main.__file__).read_text()
     return "\n".join([
-        f'"""{name}: one graph brrr compiled, runnable on its own (torch {torch.__version__}).\n\n'
-        f"    python {name}.py [--rounds N]\n\nbuilds the kernels (at the end of this file) "
-        "with the recorded command\n($BRRR_CXX replaces the compiler), runs brrr's runner "
-        "and the ATen graph on the\nsame random inputs, says whether they agree, and times "
-        'both.\n"""\nimport torch\n',
+        _header(name),
         "# ---- the ATen graph brrr was given ----",
         _module_source(reference, runner),
         "\n# ---- its inputs: (shape, stride, storage offset, dtype, device), an integer",
         "# tensor's values drawn from [0, last entry) (script_inputs.py), or a size ----",
-        f"INPUTS = [\n{''.join(f'    {s!r},{chr(10)}' for s in specs)}]",
+        "INPUTS = [\n" + "".join(f"    {spec!r},\n" for spec in input_specs(graph)) + "]",
         "\n# ---- brrr's runner: its FX code, and its kernel calls bound to the built library ----",
         runner.code.strip("\n").replace("def forward(self, args_list)",
                                          "def brrr_runner(self, args_list)", 1),
         _bind_source(calls),
-        f"\n# ---- the command that built the kernels ({{source}}, {{output}} to fill) ----",
+        "\n# ---- the command that built the kernels ({source}, {output} to fill) ----",
         f"BUILD_COMMAND = {command!r}\n",
         helpers[helpers.index(HELPERS_MARKER):],
         "\n# ---- the kernels: one C++ translation unit ----",
@@ -97,10 +93,12 @@ def runnable(name: str, reference: Reference, graph: torch.fx.Graph,
         "bind, KERNELS_CPP, BUILD_COMMAND, INPUTS))\n"])
 
 
-def _kernel_calls(runner) -> dict:
-    """{name the runner's code calls it by: kernel call} for every kernel call."""
-    names = runner.graph.python_code("self").globals
-    return {name: fn for name, fn in names.items() if is_kernel_call(fn)}
+def _header(name: str) -> str:
+    return (f'"""{name}: one graph brrr compiled, runnable on its own (torch '
+            f"{torch.__version__}).\n\n    python {name}.py [--rounds N]\n\nbuilds the "
+            "kernels (at the end of this file) with the recorded command\n($BRRR_CXX "
+            "replaces the compiler), runs brrr's runner and the ATen graph on the\nsame "
+            'random inputs, says whether they agree, and times both.\n"""\nimport torch\n')
 
 
 def _check_names(names: set, defined: set, what: str) -> None:
