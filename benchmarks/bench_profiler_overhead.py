@@ -2,10 +2,11 @@
 
     python benchmarks/bench_profiler_overhead.py [--rounds R]
 
-Two copies of each workload are compiled in this process: one with the runner's
-profiler-aware boxed call (runtime/profiling.py), one with the plain boxed call it
-replaced (no profiler check). They alternate within every round, each timed over enough
-calls to take a few ms; the median ns per call of each and their difference are quoted.
+Each workload is compiled four times in this process, alternately with the runner's
+profiler-aware boxed call (runtime/profiling.py) and with the plain boxed call it
+replaced (no profiler check). The four alternate within every round, each timed over
+enough calls to take a few ms; medians and fastest rounds are quoted, and the difference
+between two copies of the same variant as the noise floor.
 Workloads at small sizes, where per-call overhead is all there is: a compiled `x + 1` on
 16 floats, and a chain of 20 pointwise ops compiled with fusion="none" (20 kernels).
 Then the same graph once under torch.profiler, to show the events it records.
@@ -82,25 +83,38 @@ def _ns_per_call(fn, args, calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls
 
 
-def _interleaved(variants: dict, args, rounds: int) -> dict[str, float]:
-    """Median ns per call; the order of the variants flips every round (ABBA...)."""
+def _interleaved(variants: dict, args, rounds: int) -> dict[str, tuple[float, float]]:
+    """(median, fastest) ns per call over the rounds; the order of the variants flips
+    every round (ABBA...). The fastest round is the steadier estimate of a few ns on a
+    loaded machine: noise only ever adds time."""
     first = next(iter(variants.values()))
     calls = max(10, int(CALLS_TARGET_S * 1e9 / _ns_per_call(first, args, 50)))
     per_round = {name: [] for name in variants}
     for r in range(rounds):
         for name, fn in (list(variants.items())[::-1] if r % 2 else variants.items()):
             per_round[name].append(_ns_per_call(fn, args, calls))
-    return {name: statistics.median(ts) for name, ts in per_round.items()}
+    return {name: (statistics.median(ts), min(ts)) for name, ts in per_round.items()}
 
 
 def measure(fn, x, options, rounds: int) -> tuple[dict, dict]:
-    """Per-call ns of (the whole torch.compile'd call, brrr's boxed call alone)."""
-    (plain, plain_run), (aware, aware_run) = (_compiled(fn, x, options, p) for p in (True, False))
-    whole = _interleaved({"plain": plain, "profiling-aware": aware}, (x,), rounds)
+    """Per-call ns of (the whole torch.compile'd call, brrr's boxed call alone), for two
+    copies of each variant compiled alternately (plain, aware, plain, aware): two copies
+    of the same code differ only by noise, which gives the noise floor."""
+    copies = {f"{kind}{i}": _compiled(fn, x, options, kind == "plain")
+              for i in (1, 2) for kind in ("plain", "aware")}
+    whole = _interleaved({k: c for k, (c, _) in copies.items()}, (x,), rounds)
     # the boxed call clears its argument list: each call gets a new one
-    alone = _interleaved({"plain": lambda: plain_run([x]), "profiling-aware": lambda: aware_run([x])},
-                         (), rounds)
+    alone = _interleaved({k: (lambda r=r: r([x])) for k, (_, r) in copies.items()}, (), rounds)
     return whole, alone
+
+
+def _row(label: str, what: str, t: dict) -> str:
+    """Medians, and the fastest rounds averaged over the two copies of each variant."""
+    med = {k: (t[k + "1"][0] + t[k + "2"][0]) / 2 for k in ("plain", "aware")}
+    fast = {k: (t[k + "1"][1] + t[k + "2"][1]) / 2 for k in ("plain", "aware")}
+    floor = max(abs(t[k + "1"][1] - t[k + "2"][1]) for k in ("plain", "aware"))
+    return (f"| {label} | {what} | {med['plain']:.0f} | {med['aware']:.0f} | {fast['plain']:.0f} | "
+            f"{fast['aware']:.0f} | {fast['aware'] - fast['plain']:+.0f} | {floor:.0f} |")
 
 
 def check_ns(number: int = 200_000, repeat: int = 15) -> float:
@@ -142,15 +156,16 @@ def main() -> None:
     lines = ["# Profiler events: cost per call without a profiler", "",
              harness.malloc_env_statement(), "",
              f"{os.cpu_count()} cores, load average {load} when it started.", "",
-             f"Median ns per call over {args.rounds} interleaved rounds; "
-             "plain = the boxed call without the profiler check.", "",
-             "| workload | call | plain ns | profiling-aware ns | difference ns | ratio |",
-             "| --- | --- | ---: | ---: | ---: | ---: |"]
+             f"ns per call over {args.rounds} interleaved rounds: medians, and fastest rounds "
+             "(noise only adds time), each averaged over two copies of the variant; plain = "
+             "the boxed call without the profiler check, aware = with it; noise floor = the "
+             "larger difference between the two copies of one variant.", "",
+             "| workload | call | plain median | aware median | plain fastest | aware fastest "
+             "| fastest: aware - plain | noise floor |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for label, fn, x, options in workloads:
         for what, t in zip(("torch.compile'd", "brrr's boxed call"), measure(fn, x, options, args.rounds)):
-            plain, aware = t["plain"], t["profiling-aware"]
-            lines.append(f"| {label} | {what} | {plain:.0f} | {aware:.0f} | {aware - plain:+.0f} | "
-                         f"{aware / plain:.3f} |")
+            lines.append(_row(label, what, t))
     lines += ["", f"The check alone (fastest of 15 timings of a closure with it and of one without): "
               f"{check_ns():.0f} ns per call."]
     events = profiled_events(chain20, torch.randn(64), {"fusion": "none"})
