@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 
 import torch
 
@@ -27,7 +28,7 @@ from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
-from brrr_compiler.runtime import cache, toolchain, triton_launch
+from brrr_compiler.runtime import cache, script, toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -42,6 +43,9 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, mode
     list) receives each graph's GraphReport; `_graph_ids` numbers the graphs (default:
     one count for the process); `explain` passes both."""
     cfg = build_config(with_mode(options, mode))
+    # from here on debug_dir is this process's run folder (debug.py's note)
+    cfg = cfg.replace(debug_dir=debug.dump_folder(
+        cfg.debug_dir, os.environ.get("TORCH_COMPILE_DEBUG", "0") == "1"))
     if cfg.target != "triton" and not any(_on_cuda(x) for x in example_inputs):
         # probed while AOTAutograd traces; the cache dir is checked here, not in the thread
         toolchain.prefetch(cfg.cxx, cache.usable_dir(cfg.cache_dir))
@@ -89,7 +93,9 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                   example_inputs=(), name: str | None = None):
     """Compile one functional ATen graph into a boxed callable."""
     name = name or f"graph{next(_graph_ids)}_{kind}"
-    debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
+    dumps = debug.GraphDump(cfg.debug_dir, name)
+    dumps.write("aten_before.py", gm.code)
+    reference = script.reference_of(gm) if dumps.active else None
     if kind == "backward":
         gm = capture.adopt_input_strides(gm, example_inputs)
     elif kind == "forward":
@@ -97,13 +103,13 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
     gm = passes.run_pipeline(gm, cfg.passes)
     capture.report_output_strides(gm)
-    debug.dump(cfg.debug_dir, name, "aten_after.py", gm.code)
+    dumps.write("aten_after.py", gm.code)
     target, device = choose_target(cfg, gm)
     # for the cost model; older versions kept the calibration in the cache dir
     machine = resolve_device(cfg.device, (cfg.calibration_dir, cfg.cache_dir), device)
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
                      device=device, allow_across=(target == "cpp"))
-    debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
+    dumps.write("fusion_plan.txt", lambda: str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
     not_run: dict = {}                  # group id -> why it runs through ATen
     kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, not_run,
@@ -113,10 +119,15 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
         compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
-    run = guarded_runner(plan, compiled, every_call=cfg.check_strides, strict=cfg.strict)
+    run = guarded_runner(plan, compiled, every_call=cfg.check_strides, strict=cfg.strict,
+                         name=name)
     runner = run.runner
-    debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
-    debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
+    dumps.write("kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
+    dumps.write("runner.py", runner.code)
+    if reference is not None:
+        dumps.write(f"{name}.py", lambda: script.runnable(
+            name, reference, plan.graph.graph, runner, kernels, printed, threads,
+            script.build_command(cfg)))
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
         ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
         report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,

@@ -1,7 +1,7 @@
 """The `brrr` command line (the console script declared in pyproject.toml).
 
     brrr --version
-    brrr demo [--size small|full] [--rounds N]     (also: python -m brrr_compiler.cli ...)
+    brrr demo [--size small|full] [--rounds N] [--trace FILE]   (also: python -m brrr_compiler.cli ...)
     brrr calibrate [--cache-dir DIR] [--calibration-dir DIR] [--dry-run]
     brrr bench [kernels|models|compile|all] [--quick]
     brrr cache info|clear [--cache-dir DIR]
@@ -50,9 +50,14 @@ def ensure_malloc_env(reexec: bool) -> str:
 # ---- brrr demo ------------------------------------------------------------------------
 
 def _run_demo(args: argparse.Namespace, reexec: bool) -> int:
+    folder = os.path.dirname(os.path.abspath(args.trace)) if args.trace else None
+    if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        print(f"brrr demo: --trace {args.trace}: folder {folder} does not exist or is not "
+              "writable", file=sys.stderr)
+        return 2
     print(ensure_malloc_env(reexec), flush=True)
     from brrr_compiler import demo
-    return demo.run(args.size, args.rounds)
+    return demo.run(args.size, args.rounds, args.trace)
 
 
 def _positive_int(text: str) -> int:
@@ -72,6 +77,9 @@ def _add_demo(subparsers) -> None:
                    help="full: 4096x4096 chains (about a minute); small: a quick run")
     p.add_argument("--rounds", type=_positive_int, default=15,
                    help="interleaved timing rounds per case (default 15)")
+    p.add_argument("--trace", metavar="FILE", default=None,
+                   help="also profile one call of each case and write a Chrome trace "
+                        "(each brrr kernel an event by name) to FILE")
     p.set_defaults(handler=_run_demo)
 
 

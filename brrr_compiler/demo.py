@@ -242,8 +242,31 @@ def training_step(size: Size) -> bool:
     return check(f"gradients (input + {n - 1} parameters)", *grads) and ok
 
 
-def run(size: str = "full", rounds: int = 15) -> int:
-    """The whole demo; returns the process exit code (1 if any check against eager failed)."""
+def trace(size: Size, path: str) -> list[str]:
+    """Profile one call of each case (under torch.no_grad()) and one training step of the
+    block, all compiled with brrr and warmed up first, into a Chrome trace at `path`
+    (chrome://tracing or ui.perfetto.dev). Returns the names of brrr's events in it."""
+    block, x = make_block(size)
+    x.requires_grad_(True)
+    step = torch.compile(block, backend="brrr")
+    calls = [(torch.compile(c.fn, backend="brrr"), c.inputs) for c in cases(size)]
+
+    def run_all():
+        with torch.no_grad():
+            for fn, args in calls:
+                fn(*args)
+        step(x).sum().backward()
+
+    run_all()                                  # compiles: the trace shows steady-state calls
+    with torch.profiler.profile() as prof:
+        run_all()
+    prof.export_chrome_trace(path)
+    return sorted({e.name for e in prof.events() if e.name.startswith("brrr::")})
+
+
+def run(size: str = "full", rounds: int = 15, trace_path: str | None = None) -> int:
+    """The whole demo; returns the process exit code (1 if any check against eager failed).
+    `trace_path`: also write a Chrome trace of one call of each case there."""
     start = time.perf_counter()
     print(f"brrr demo --size {size}: torch {torch.__version__}, {torch.get_num_threads()} threads")
     rows = [run_case(c, rounds) for c in cases(SIZES[size])]
@@ -252,6 +275,15 @@ def run(size: str = "full", rounds: int = 15) -> int:
     print(speed_table([r for r in rows if r is not None]))
     print("  speedup = eager ms / brrr ms (above 1x: brrr is faster)")
     trained = training_step(SIZES[size])
+    if trace_path:
+        try:
+            names = trace(SIZES[size], trace_path)
+        except OSError as err:
+            print(f"\ncould not write the Chrome trace {trace_path}: {err}")
+            return 1
+        kernels = sum(n.startswith("brrr::k") for n in names)
+        print(f"\nChrome trace: {trace_path} ({kernels} brrr kernels and "
+              f"{len(names) - kernels} graphs by name; open it in ui.perfetto.dev)")
     failed = sum(r is None for r in rows) + (not trained)
     print(f"\ndone in {time.perf_counter() - start:.1f} s; "
           + (f"{failed} check(s) against eager FAILED" if failed else "every check matched eager"))

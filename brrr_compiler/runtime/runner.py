@@ -17,9 +17,11 @@ import networkx as nx
 import sympy
 import torch
 import torch.fx
+from torch.autograd import profiler as autograd_profiler
 
 from brrr_compiler.log import fallback
 from brrr_compiler.runtime.meta_check import checker, first_call_checked, spec_of
+from brrr_compiler.runtime.profiling import ProfiledRunner
 from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
 from brrr_compiler.symbolic import size_sources
 
@@ -92,6 +94,8 @@ def make_call(kernel: CompiledKernel, offsets=()):
         call = _checked(call, kernel.take_error, kernel.name)
     call.__name__ = call.__qualname__ = kernel.name
     call.__module__ = "brrr"
+    # what the profiled runner and the runnable dump need to know about this call
+    call.brrr_kernel, call.brrr_offsets = kernel, tuple(offsets)
     return call
 
 
@@ -244,14 +248,15 @@ def _expect(graph, node, value, expect):
 
 
 def guarded_runner(plan, compiled: dict[int, CompiledKernel], every_call: bool = False,
-                   strict: bool = False):
+                   strict: bool = False, name: str = "graph"):
     """A boxed callable running `plan`: the checking runner on the first call, then the
     plain one unless the check found a tensor to repair (meta_check.py); with
-    `every_call` (option check_strides) the checking runner on every call."""
+    `every_call` (option check_strides) the checking runner on every call. `name`: the
+    graph's profiler range (boxed)."""
     plain = build_runner(plan, compiled, strict=strict)
-    checking = boxed(build_runner(plan, compiled, check=True, strict=strict))
+    checking = boxed(build_runner(plan, compiled, check=True, strict=strict), name)
     checking.found = checking.runner.found
-    run = checking if every_call else first_call_checked(checking, boxed(plain))
+    run = checking if every_call else first_call_checked(checking, boxed(plain, name))
     run._boxed_call = True
     run.runner = plain
     return run
@@ -303,12 +308,15 @@ def _size_arg(graph, env, source):
     return graph.call_function(torch.ops.aten.sym_size.int, (env[node], dim))
 
 
-def boxed(gm: torch.fx.GraphModule):
+def boxed(gm: torch.fx.GraphModule, name: str = "graph"):
     """AOTAutograd's boxed calling convention: one list of args, cleared on entry by the
-    runner's own (boxed) code."""
-    forward = gm.forward
+    runner's own (boxed) code. While a profiler runs, the graph is a range `brrr::<name>`
+    and each kernel an event in it (profiling.py; one bool checked per call otherwise)."""
+    forward, profiled = gm.forward, ProfiledRunner(gm, name)
 
     def run(args):
+        if autograd_profiler._is_profiler_enabled:
+            return profiled(list(args) if not isinstance(args, list) else args)
         return forward(list(args) if not isinstance(args, list) else args)
 
     run._boxed_call = True

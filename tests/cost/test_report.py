@@ -39,10 +39,17 @@ def test_to_dot_draws_groups_and_bound_classes():
 
 
 def test_debug_dump_and_log_carry_the_decision_log(tmp_path, caplog):
-    with caplog.at_level(logging.INFO, logger="brrr"):
-        brrr_compiler.explain(broadcast_blowup, *_inputs(),
-                              options={"fusion": "cost", "debug_dir": str(tmp_path)})
-    (plan_file,) = tmp_path.glob("*/fusion_plan.txt")
+    # the brrr logger is torch's (registered with torch._logging): it does not propagate
+    # to the root logger that caplog listens on, so caplog listens on it directly
+    brrr = logging.getLogger("brrr")
+    brrr.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="brrr"):
+            brrr_compiler.explain(broadcast_blowup, *_inputs(),
+                                  options={"fusion": "cost", "debug_dir": str(tmp_path)})
+    finally:
+        brrr.removeHandler(caplog.handler)
+    (plan_file,) = tmp_path.glob("run_*/*/fusion_plan.txt")
     plan = plan_file.read_text()
     assert "refuse" in plan and "fused_us=" in plan and "compute +" in plan
     assert "fusion decisions" in caplog.text and "fused_us=" in caplog.text
