@@ -8,8 +8,9 @@ statements once; a loop phase runs them for every point of the reduction domain
 name is visible to later phases. A `reduce` in a scalar phase folds a per-row value
 across all rows instead; its result exists only in the kernel's last phase, a `once`
 phase that runs a single time after every row is done (cross-entropy's mean over the
-batch). A pointwise kernel is one scalar phase and no reduction domain. Statements are SSA, one value each. Several readers walk the same
-IR: the C++ printer, the byte/flop counter, and the reference evaluator used in tests.
+batch). A pointwise kernel is one scalar phase and no reduction domain. Statements are SSA, one
+value each. Several readers walk the same IR: the C++ and Triton printers, the byte/flop
+counter, and the verifier (kernel_verify.py), which states these rules as checks.
 """
 from __future__ import annotations
 
