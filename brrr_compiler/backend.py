@@ -73,7 +73,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     target, device = choose_target(cfg, gm)
     machine = resolve_device(cfg.device, cfg.cache_dir, device)     # for the cost model
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
-                     device=device, allow_across=(target == "cpp"))
+                     device=device,
+                     allow_across=(target == "cpp" and cfg.fold_across_rows))
     debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
     kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision)

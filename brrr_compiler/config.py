@@ -52,6 +52,11 @@ class Config:
     # and at least as accurate, but not eager's bits; inductor's default does the same
     # but also drops the program's own casts)
     low_precision: str = "float32"
+    # fold reductions of another order into row kernels (C++ target): a loss's full sum,
+    # cross-entropy's mean over rows, LayerNorm's weight and bias gradients beside its
+    # row sums, as per-thread partials added in thread order (so such sums depend on the
+    # thread count, never on timing); False gives them kernels of their own
+    fold_across_rows: bool = True
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -70,6 +75,7 @@ _ENV = {
     "BRRR_LOW_PRECISION": ("low_precision", str),
     "BRRR_CHECK_STRIDES": ("check_strides", lambda v: v not in ("", "0", "false", "False")),
     "BRRR_CUDAGRAPHS": ("cudagraphs", lambda v: v not in ("", "0", "false", "False")),
+    "BRRR_FOLD_ACROSS_ROWS": ("fold_across_rows", lambda v: v not in ("", "0", "false", "False")),
 }
 
 
@@ -107,5 +113,7 @@ def _validate(cfg: Config) -> None:
     if cfg.low_precision not in LOW_PRECISION_MODES:
         raise ValueError(f"brrr: option low_precision={cfg.low_precision!r}; expected "
                          + " or ".join(repr(m) for m in LOW_PRECISION_MODES))
+    if not isinstance(cfg.fold_across_rows, bool):
+        raise ValueError(f"brrr: option fold_across_rows={cfg.fold_across_rows!r}; expected True or False")
     if cfg.num_threads < 0:
         raise ValueError("brrr: option num_threads must be >= 0")

@@ -70,6 +70,17 @@ def _preference(domain) -> tuple:
     return (not _reduces_last(domain), str(domain))
 
 
+def folds_into(domain, other) -> bool:
+    """Could reductions over `other` fold into rows of `domain` (a row domain along the
+    last dim): sums over its outer dims (column folds) or over all its dims?"""
+    if not (isinstance(domain, tuple) and isinstance(other, tuple) and domain != other):
+        return False
+    (full, dims), (ofull, odims) = domain, other
+    outer = tuple(d for d in range(len(full)) if d not in dims)
+    return (full == ofull and _reduces_last(domain) and bool(outer)
+            and odims in (outer, tuple(range(len(full)))))
+
+
 def split_domain(members, allow_across: bool = True):
     """(row domain, folds across rows, column folds): the domain is (full shape,
     reduced dims), None for a group without reductions, or a reason string when the
