@@ -252,7 +252,7 @@ def group_stats(nodes, outputs, inputs, domain, reduced_dims=(), scratch: bool =
     walk.col_final = after_rows(members, columns)
     after = walk.final | walk.col_final
     reductions = [n for n in nodes if reduction_spec(n) is not None and n not in after]
-    walk.columns = not columns and walk.column_schedule(inputs, reductions)
+    walk.columns = not (columns or across) and walk.column_schedule(inputs, reductions)
     walk.use_scratch = scratch and not walk.columns
     walk.set_inner(outputs)
     walk.set_levels([n for n in nodes if n not in after])

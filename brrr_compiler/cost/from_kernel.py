@@ -33,7 +33,8 @@ def inner_stride(index, inner, hints: dict | None) -> int:
 def column_schedule(kernel: Kernel, hints: dict | None) -> bool:
     """Does the C++ printer tile columns (lower/loops.py reduces_outer_dim): the first load
     using the innermost reduced var is contiguous along the innermost kept var, not it?"""
-    if not kernel.loop_vars or not kernel.reduction_vars or kernel.folds_columns or any(
+    if not kernel.loop_vars or not kernel.reduction_vars or kernel.folds_columns or \
+            kernel.folds_across or any(
             s.op == "reduce" and s.value in ("argmax", "argmin") for s in kernel.body):
         return False
     inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
