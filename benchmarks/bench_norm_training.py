@@ -2,7 +2,7 @@
 inductor vs brrr, and brrr without folds across rows (`fold_across_rows=False`: the
 loss's sum and the weight and bias gradients' column sums in kernels of their own).
 
-    python benchmarks/bench_norm_training.py [--quick] [--rounds R] [--cases NAME,...]
+    python benchmarks/bench_norm_training.py [--quick] [--rounds R] [--cases NAME,...] [--threads T]
 
 Each case is `torch.autograd.grad((norm(x, w[, b]) * g).sum(), (x, w[, b]))`: Dynamo
 compiles the forward graph (the loss) and AOTAutograd the backward graph (the
@@ -21,7 +21,6 @@ import torch.nn.functional as F
 import harness
 
 BACKENDS = ["eager", "inductor", "brrr", "brrr:fold_across_rows=False"]
-OPTIONS = {"brrr:fold_across_rows=False": {"fold_across_rows": False}}
 TOLERANCE = dict(atol=2e-3, rtol=2e-3)      # sums over 4096 rows: eager's own error is ~1e-4
 # bf16 gradients: eager's differ from inductor's and brrr's (which agree) by up to ~20 in
 # bias gradients of magnitude ~100 (sums over 4096 rows of bf16 terms)
@@ -59,22 +58,22 @@ CASES = {
 QUICK = {"layer_norm 37x129": (layer_norm_train, (37, 129), torch.float32, True)}
 
 
-def measure(name, case, rounds: int) -> dict:
+def measure(name, case, rounds: int, backends: list[str]) -> dict:
     fn, shape, dtype, bias = case
     args = _inputs(shape, dtype, bias)
     tol = BF16_TOLERANCE if dtype is torch.bfloat16 else TOLERANCE
     harness.fresh_dynamo()
-    fns, status = harness.compile_backends(fn, args, BACKENDS, OPTIONS, tol)
+    fns, status = harness.compile_backends(fn, args, backends, tolerance=tol)
     iters = harness.iters_for(fns["eager"], args)
     times = harness.interleaved(fns, args, rounds=rounds, iters=iters, per_round=statistics.median)
     med = {k: statistics.median(v) for k, v in times.items()}
     must = 5 * args[0].numel() * args[0].element_size()
     row = {"case": name}
-    for b in BACKENDS:
+    for b in backends:
         row[b] = f"{med[b] * 1e3:.2f} ms" if b in med else status[b]
     if "brrr" in med:
-        for b in ("eager", "inductor", "brrr:fold_across_rows=False"):
-            if b in med:
+        for b in backends:
+            if b in med and b != "brrr":
                 row[f"{b} / brrr"] = f"{med[b] / med['brrr']:.2f}x"
         row["brrr GB/s"] = f"{must / med['brrr'] / 1e9:.1f}"
     return row
@@ -83,18 +82,23 @@ def measure(name, case, rounds: int) -> dict:
 def main(argv=None) -> None:
     harness.ensure_malloc_env()
     p = harness.base_parser(__doc__, "norm_training.md")
-    p.add_argument("--quick", action="store_true", help="one small case, 2 rounds")
+    p.add_argument("--quick", action="store_true", help="one small case, 2 rounds, no inductor")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--cases", default=None, help="comma-separated case names")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch (and so brrr and inductor) threads; 0: torch's default. On a "
+                        "machine loaded past its cores, 1 keeps OpenMP barriers out of the times")
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cases = QUICK if args.quick else CASES
     if args.cases:
         cases = {k: CASES[k] for k in args.cases.split(",")}
     rounds = 2 if args.quick else args.rounds
     stream = harness.stream_bandwidth()
-    rows = [measure(name, case, rounds) for name, case in cases.items()]
-    columns = ["case"] + BACKENDS + [f"{b} / brrr" for b in ("eager", "inductor",
-                                                                "brrr:fold_across_rows=False")]
+    backends = [b for b in BACKENDS if b != "inductor" or not args.quick]
+    rows = [measure(name, case, rounds, backends) for name, case in cases.items()]
+    columns = ["case"] + backends + [f"{b} / brrr" for b in backends if b != "brrr"]
     columns.append("brrr GB/s")
     facts = {"stream bandwidth": f"{stream / 1e9:.1f} GB/s (copy: read + write)",
              "rounds": rounds}
