@@ -15,6 +15,7 @@ touched by one thread at a time.
 """
 from __future__ import annotations
 
+from brrr_compiler.codegen.cpp_parallel import pragma, product, static_sizes
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
 BLOCK_ROWS = 64
@@ -79,10 +80,12 @@ class ColumnFolds:
             return [f"{indent}free(cs_{c.out});" for c in self.folds]
         rv = self.k.reduction_vars
         dtypes = {s.out: s.dtype for s in self.k.body if s.out}
-        lines = [f"{indent}#pragma omp parallel for num_threads({nt}) schedule(static) "
-                 f"if (n_red * {nt} >= {min_numel})",
-                 f"{indent}for (int64_t rr = 0; rr < n_red; ++rr) {{",
-                 f"{indent}  int64_t rrest = rr;"]
+        red = static_sizes(self.k.reduction_ranges)
+        fork = None if red is None else product(red) * nt >= min_numel
+        lines = pragma(indent, f"#pragma omp parallel for num_threads({nt}) schedule(static)",
+                       f"n_red * {nt} >= {min_numel}", fork)
+        lines += [f"{indent}for (int64_t rr = 0; rr < n_red; ++rr) {{",
+                  f"{indent}  int64_t rrest = rr;"]
         lines += [f"{indent}  const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};"
                   for j in reversed(range(len(rv)))]
         for c in self.folds:

@@ -236,7 +236,9 @@ class ReductionPrinter:
         lines = pragma("    ", f"#pragma omp parallel num_threads({self.threads})", cond, fork)
         lines += ["    {"] + self._scratch("      ", "malloc") + self._thread_locals(across, "      ")
         lines += self.columns.thread_begin("      ")
-        lines += [] if fork is False else ["      #pragma omp for schedule(static)"]
+        # nowait: what a thread does after its rows touches only its own partials and
+        # scratch, so the region's closing barrier is the only one needed
+        lines += [] if fork is False else ["      #pragma omp for schedule(static) nowait"]
         lines += ["      " + row[0]]
         lines += self._row("        ", False) + self.columns.row_end("        ") + ["      }"]
         lines += ["      brrr_stream_fence();"] if self.stream else []
