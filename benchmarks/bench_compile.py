@@ -12,10 +12,12 @@ first-use costs are not compile time), then times the first call of torch.compil
 Dynamo capture, backend compilation and one run (training: forward, loss and backward).
 aot_eager keeps no cache, so its warm run would repeat its cold one: it runs once.
 
-Scaling: in this process, a chain of N blocks (LayerNorm, matmul, GELU, residual) compiled
-for inference by brrr and by aot_eager with a fresh cache dir for each compile; the
-least-squares line through brrr's times, its R^2, and a quadratic term as a check.
-Writes benchmarks/results/compile.md and compile_scaling.png.
+Scaling (compile_scaling.py): in this process, a chain of N blocks (LayerNorm, matmul,
+GELU, residual) compiled for inference by brrr, aot_eager and (unless --quick) inductor
+with fresh caches for each compile; the least-squares line through brrr's and inductor's
+times, R^2, and a quadratic term as a check on brrr's.
+Writes benchmarks/results/compile.md, compile.json (the numbers, which replot.py redraws from) and
+compile_scaling.png.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import time
 from pathlib import Path
 
 import harness
-import plots
+from compile_scaling import plot_scaling, scaling, scaling_section
 
 CHILD_TIMEOUT_S = 600
 WORKLOADS = "bias_gelu,chain10,silu_mul,softmax"
@@ -260,119 +262,6 @@ def targets(rows: list[dict], models: list[str], workloads: list[str],
     return lines
 
 
-# ---- scaling with graph size ----------------------------------------------------------------
-
-
-def _chain(n_blocks: int, dim: int = 64):
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    class Chain(nn.Module):
-        """N blocks of x + gelu(layer_norm(x) @ W_i): each a library matmul between fusible
-        groups, so the graph, the plan and the kernel count all grow with N."""
-
-        def __init__(self):
-            super().__init__()
-            torch.manual_seed(0)
-            self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(n_blocks))
-            self.linears = nn.ModuleList(nn.Linear(dim, dim) for _ in range(n_blocks))
-
-        def forward(self, x):
-            for norm, linear in zip(self.norms, self.linears):
-                x = x + F.gelu(linear(norm(x)))
-            return x
-
-    return Chain().eval(), torch.randn(64, dim)
-
-
-def time_chain(n: int, backend: str) -> float:
-    """Seconds of the first call of a freshly compiled N-block chain, fresh brrr cache."""
-    import torch
-
-    model, x = _chain(n)
-    harness.fresh_dynamo()
-    with tempfile.TemporaryDirectory(prefix="brrr-bench-scaling-") as cache:
-        options = {"cache_dir": cache} if backend == "brrr" else None
-        compiled = torch.compile(model, backend=harness.resolve_backend(backend),
-                                 options=options, dynamic=False)
-        with torch.no_grad():
-            start = time.perf_counter()
-            compiled(x)
-            return time.perf_counter() - start
-
-
-def scaling(ns: list[int], repeats: int) -> dict:
-    """Times per N for brrr and aot_eager (fastest of `repeats`: noise only adds), and fits."""
-    time_chain(1, "brrr")       # one-time imports and toolchain probes are not per-graph cost
-    time_chain(1, "aot_eager")
-    times = {"brrr": [], "aot_eager": []}
-    for n in ns:
-        for b in times:
-            times[b].append(min(time_chain(n, b) for _ in range(repeats)))
-        print(f"scaling N={n}: brrr {times['brrr'][-1]:.2f} s, aot_eager "
-              f"{times['aot_eager'][-1]:.2f} s", file=sys.stderr, flush=True)
-    own = [b - a for b, a in zip(times["brrr"], times["aot_eager"])]
-    return {"ns": ns, "times": times, "own": own, "fits": _fits(ns, times["brrr"], own)}
-
-
-def _fits(ns, total, own) -> dict | None:
-    if len(ns) < 3:
-        return None
-    (slope, intercept), r2 = harness.polyfit(ns, total, 1)
-    (quad, q_lin, q_c), q_r2 = harness.polyfit(ns, total, 2)
-    (own_slope, own_intercept), own_r2 = harness.polyfit(ns, own, 1)
-    n_max = max(ns)
-    quad_share = quad * n_max**2 / max(total[ns.index(n_max)], 1e-9)
-    linear = r2 >= 0.95 and quad_share < 0.2     # growth that slows down is not quadratic
-    verdict = (f"{'MET' if linear else 'MISSED'}: R^2 = {r2:.3f}, quadratic term "
-               f"{quad_share:+.0%} of the time at N = {n_max}")
-    return {"slope": slope, "intercept": intercept, "r2": r2, "quad": quad, "q_lin": q_lin,
-            "q_c": q_c, "q_r2": q_r2, "quad_share": quad_share, "own_slope": own_slope,
-            "own_intercept": own_intercept, "own_r2": own_r2, "verdict": verdict,
-            "line": [slope, intercept]}
-
-
-def scaling_section(result: dict, plot_note: str) -> str:
-    rows = [{"N blocks": n, "brrr s": f"{b:.2f}", "aot_eager s": f"{a:.2f}",
-             "brrr - aot_eager s": f"{o:.2f}"}
-            for n, b, a, o in zip(result["ns"], result["times"]["brrr"],
-                                  result["times"]["aot_eager"], result["own"])]
-    lines = ["## Compile time vs graph size", "",
-             "A chain of N blocks `x = x + gelu(linear(layer_norm(x)))` (64 x 64 input), "
-             "compiled for inference in this process, fresh brrr cache dir per compile; "
-             "first-call seconds, best of the repeats.", "",
-             harness.markdown_table(rows, ["N blocks", "brrr s", "aot_eager s",
-                                           "brrr - aot_eager s"])]
-    f = result["fits"]
-    if f:
-        lines += ["",
-                  f"- linear fit of brrr's time: {f['slope'] * 1e3:.1f} ms per block + "
-                  f"{f['intercept']:.2f} s, R^2 = {f['r2']:.3f}",
-                  f"- quadratic fit: {f['quad'] * 1e3:+.3f} ms x N^2 + {f['q_lin'] * 1e3:.1f} "
-                  f"ms x N + {f['q_c']:.2f} s (R^2 = {f['q_r2']:.3f}); the N^2 term is "
-                  f"{f['quad_share']:+.0%} of the time at N = {max(result['ns'])}",
-                  f"- brrr's own cost (brrr - aot_eager): {f['own_slope'] * 1e3:.1f} ms per "
-                  f"block + {f['own_intercept']:.2f} s, R^2 = {f['own_r2']:.3f}",
-                  "- verdict: linear if R^2 >= 0.95 and a positive N^2 term is under 20% of "
-                  "the time at the largest N (a negative one means growth slows down, as "
-                  "the translation units of a large graph build side by side)"]
-    return "\n".join(lines + (["", plot_note] if plot_note else []))
-
-
-def plot_scaling(result: dict, directory: Path) -> str:
-    name = "compile_scaling.png"
-    if not plots.available():
-        return plots.missing_note([name])
-    if not result["fits"]:
-        return ""
-    series = {"brrr": result["times"]["brrr"], "aot_eager": result["times"]["aot_eager"]}
-    plots.scaling(directory / name, result["ns"], series, {"brrr": result["fits"]["line"]},
-                  title="first-call compile time vs graph size", xlabel="N blocks",
-                  ylabel="seconds")
-    return f"Plot: `{name}`"
-
-
 # ---- main -----------------------------------------------------------------------------------
 
 
@@ -406,10 +295,12 @@ def main(argv=None) -> None:
         for name in names:
             rows.append(item_row(name, measure_item(kind, name, args)))
             print(f"[{time.perf_counter() - start:5.0f} s] {rows[-1]}", file=sys.stderr, flush=True)
-    scale = scaling(args.scaling, args.scaling_repeats) if args.scaling else None
+    scale = scaling(args.scaling, args.scaling_repeats, args.backends) if args.scaling else None
     directory = Path(args.results_dir)
     plot_note = plot_scaling(scale, directory) if scale else ""
     harness.publish(args.out, render(args, rows, scale, plot_note), directory)
+    raw = {"backends": args.backends, "items": rows, "scaling": scale}
+    (directory / Path(args.out).with_suffix(".json").name).write_text(json.dumps(raw, indent=1))
     print(f"wrote {directory / args.out} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
 

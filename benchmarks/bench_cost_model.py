@@ -13,12 +13,14 @@
 3. Compiles each policy workload under fusion "cost", "greedy" and "none" and times the
    three round-robin.
 
-Writes results/cost_model.md and results/cost_model.png (with matplotlib).
+Writes results/cost_model.md, cost_model.json (the numbers, which replot.py redraws from)
+and cost_model.png (with matplotlib).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import statistics
 import sys
@@ -32,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 import harness
+import plots
 from workloads import chain10
 
 from brrr_compiler.backend import brrr_backend
@@ -166,7 +169,8 @@ def compile_case(fn, inputs, cache_dir: str, fusion: str):
     """(compiled fn, its GraphReports) for brrr with `fusion`, checked against eager."""
     harness.fresh_dynamo()
     sink: list = []
-    opts = {"fusion": fusion, "cache_dir": cache_dir}
+    # the calibration this run saved in cache_dir, not one in the user's calibration_dir
+    opts = {"fusion": fusion, "cache_dir": cache_dir, "calibration_dir": cache_dir}
     compiled = torch.compile(fn, backend=functools.partial(brrr_backend, options=opts, _sink=sink),
                              dynamic=False)
     with torch.no_grad():
@@ -288,38 +292,9 @@ def run_policies(cases, cache_dir: str, rounds: int, clock) -> list[dict]:
 # ---- the report ------------------------------------------------------------------------------
 
 def plot(rows: list[dict], path: Path) -> Path | None:
-    if not rows:
-        return None
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    colors = {"memory": "#1f77b4", "compute": "#d62728", "overhead": "#7f7f7f"}
-    fig, ax = plt.subplots(figsize=(7, 6.5))
-    for bound, color in colors.items():
-        pts = [(r["meas"] * 1e6, r["pred"] * 1e6) for r in rows if r["bound"].split("+")[0] == bound]
-        if pts:
-            ax.scatter(*zip(*pts), c=color, label=f"{bound}-bound (predicted)", s=28)
-    for r in rows:
-        ax.annotate(r["name"], (r["meas"] * 1e6, r["pred"] * 1e6), fontsize=6,
-                    xytext=(3, 2), textcoords="offset points")
-    lo = min(min(r["meas"], r["pred"]) for r in rows) * 1e6 / 2
-    hi = max(max(r["meas"], r["pred"]) for r in rows) * 1e6 * 2
-    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="predicted = measured")
-    ax.plot([lo, hi], [lo * 1.5, hi * 1.5], "k:", lw=0.6, label="x1.5")
-    ax.plot([lo, hi], [lo / 1.5, hi / 1.5], "k:", lw=0.6)
-    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
-           xlabel="measured us per call (median)", ylabel="predicted us per call",
-           title="brrr cost model: predicted vs measured, one kernel per point")
-    ax.legend(fontsize=8, loc="upper left")
-    ax.grid(True, which="both", lw=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    points = [(r["name"], r["meas"], r["pred"], r["bound"].split("+")[0]) for r in rows]
+    return plots.predicted_vs_measured(
+        path, points, title="brrr cost model: predicted vs measured, one kernel per point")
 
 
 def kernel_table(rows: list[dict]) -> str:
@@ -478,6 +453,9 @@ def main(argv=None) -> None:
     png = plot(rows, Path(args.results_dir) / Path(args.out).with_suffix(".png").name)
     harness.publish(args.out, render(args, spec, bandwidth, rows, policies, png),
                     args.results_dir)
+    raw = {"kernels": rows, "policies": policies}     # what replot.py redraws from
+    (Path(args.results_dir) / Path(args.out).with_suffix(".json").name).write_text(
+        json.dumps(raw, indent=1))
 
 
 if __name__ == "__main__":

@@ -133,7 +133,8 @@ def main(argv=None) -> None:
     plot_notes = plot(results, backends, run_median, directory)
     harness.publish(args.out, render(args, results, backends, default_policy, bandwidths,
                                      plot_notes, TARGET_ROUND_S), directory)
-    raw = {"bandwidths": bandwidths, "backends": backends, "cases": results}
+    raw = {"bandwidths": bandwidths, "llc_bytes": harness.llc_bytes(), "backends": backends,
+           "cases": results}
     (directory / Path(args.out).with_suffix(".json").name).write_text(json.dumps(raw, indent=1))
     print(f"wrote {directory} (kernels.md, .json, PNGs) in {time.perf_counter() - start:.0f} s",
           file=sys.stderr)

@@ -216,24 +216,28 @@ NOTES = """## How to read this
   cross-entropy) rtol 1e-4 (atol 1e-5, softmax 1e-7); bfloat16 rtol 1.6e-2, atol 1e-2."""
 
 
-def plot(results: dict, backends: list[str], bandwidth: float, directory: Path) -> list[str]:
-    """Write the PNGs; return the lines that name them (or say why they are missing)."""
+def plot(results: dict, backends: list[str], bandwidth: float, directory: Path,
+         llc: int | None = None) -> list[str]:
+    """Write the PNGs; return the lines that name them (or say why they are missing).
+    `llc`: the last-level cache of the machine that measured (default this one's)."""
+    llc = harness.llc_bytes() if llc is None else llc
     names = ["kernels_speedup.png", "kernels_bandwidth.png"]
     if not plots.available():
         return [plots.missing_note(names)]
     labels = list(results)
     speedups = {f"brrr vs {b}": [(_ratio(r["times"], b, "brrr") or float("nan"))
                                  for r in results.values()] for b in ("eager", "inductor")}
-    plots.grouped_barh(directory / names[0], labels, speedups, log=True,
+    plots.grouped_barh(directory / names[0], labels, speedups, speedup=True,
                        title="brrr speedup per case (higher is better)",
-                       xlabel="speedup (log scale)", lines={"1x": 1.0})
-    big = {n: r for n, r in results.items() if r["nbytes"] > harness.llc_bytes()}
+                       xlabel="speedup: the other's time / brrr's (log scale)",
+                       lines={"1x": 1.0})
+    big = {n: r for n, r in results.items() if r["nbytes"] > llc}
     fractions = {b: [r["nbytes"] / r["times"][b] / _stream(r, bandwidth) if b in r["times"]
                      else float("nan")
                      for r in big.values()] for b in _compilers(backends) if ":" not in b}
     plots.grouped_barh(directory / names[1], list(big), fractions,
                        title=f"cases larger than the LLC: achieved / stream bandwidth "
                              f"around each case (run median {bandwidth / 1e9:.1f} GB/s)",
-                       xlabel="fraction of stream bandwidth",
+                       xlabel="achieved / stream bandwidth", percent=True,
                        lines={"75%": 0.75, "stream": 1.0})
     return [f"Plots: `{n}`" for n in names]

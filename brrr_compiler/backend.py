@@ -12,37 +12,47 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 
 import torch
 
-import passes
+from brrr_compiler import passes
 from brrr_compiler import capture, debug
 from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
-from brrr_compiler.config import Config, build_config
-from brrr_compiler.cost import kernel_report_fields, resolve_device
-from brrr_compiler.log import logger, warn_once
+from brrr_compiler.config import Config, build_config, with_mode
+from brrr_compiler.cost import resolve_device
+from brrr_compiler.graph_report import failed_graph_report, graph_report, op_name
+from brrr_compiler.kernel_verify import verify
+from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
-from brrr_compiler.report import GraphReport, KernelReport
-from brrr_compiler.runtime import toolchain, triton_launch
+from brrr_compiler.runtime import cache, script, toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
-from brrr_compiler.runtime.runner import boxed, build_runner
+from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.symbolic import shape, size_sources, strides
 
 _graph_ids = itertools.count()
 
 
-def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, _sink=None):
-    """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`."""
-    cfg = build_config(options)
+def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, mode=None,
+                 _sink=None, _graph_ids=None):
+    """The `torch.compile` backend: `torch.compile(model, backend="brrr", options={...})`
+    or `mode=...` (torch passes one of them, never both; README.md, Options). `_sink` (a
+    list) receives each graph's GraphReport; `_graph_ids` numbers the graphs (default:
+    one count for the process); `explain` passes both."""
+    cfg = build_config(with_mode(options, mode))
+    # from here on debug_dir is this process's run folder (debug.py's note)
+    cfg = cfg.replace(debug_dir=debug.dump_folder(
+        cfg.debug_dir, os.environ.get("TORCH_COMPILE_DEBUG", "0") == "1"))
     if cfg.target != "triton" and not any(_on_cuda(x) for x in example_inputs):
-        toolchain.prefetch(cfg.cxx, cfg.cache_dir)    # probed while AOTAutograd traces
+        # probed while AOTAutograd traces; the cache dir is checked here, not in the thread
+        toolchain.prefetch(cfg.cxx, cache.usable_dir(cfg.cache_dir))
 
     def compiler(kind: str):
         def compile_fn(aten_gm, aten_inputs):
-            return compile_graph(aten_gm, cfg, kind, _sink, aten_inputs)
+            return compile_or_aten(aten_gm, cfg, kind, _sink, aten_inputs, _graph_ids)
         return compile_fn
 
     return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
@@ -58,40 +68,78 @@ def _joint_cse(joint_gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return passes.run_pipeline(joint_gm, ("cse",))
 
 
+def compile_or_aten(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
+                    example_inputs=(), graph_ids=None):
+    """compile_graph, or, if brrr fails on the graph, the graph as AOTAutograd handed it,
+    run through ATen (with one warning): a model that eager runs never meets a brrr
+    compile error. `strict` re-raises instead."""
+    original = capture.graph_copy(gm)
+    mark = capture.output_strides_mark()
+    name = f"graph{next(_graph_ids if graph_ids is None else graph_ids)}_{kind}"
+    try:
+        return compile_graph(gm, cfg, kind, sink, example_inputs, name)
+    except Exception as err:
+        if cfg.strict:
+            raise
+        why = f"compiling a {kind} graph failed ({type(err).__name__}: {err})"
+        warn_once(f"graph-{type(err).__name__}-{err}",
+                  f"brrr: {why}; that graph runs through ATen instead")
+        if sink is not None:
+            sink.append(failed_graph_report(name, kind, original, f"brrr: {why}"))
+        return capture.aten_fallback(original, kind, mark)
+
+
 def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
-                  example_inputs=()):
+                  example_inputs=(), name: str | None = None):
     """Compile one functional ATen graph into a boxed callable."""
-    name = f"graph{next(_graph_ids)}_{kind}"
-    debug.dump(cfg.debug_dir, name, "aten_before.py", gm.code)
+    name = name or f"graph{next(_graph_ids)}_{kind}"
+    dumps = debug.GraphDump(cfg.debug_dir, name)
+    dumps.write("aten_before.py", gm.code)
+    reference = script.reference_of(gm) if dumps.active else None
     if kind == "backward":
         gm = capture.adopt_input_strides(gm, example_inputs)
     elif kind == "forward":
+        gm = capture.protect_saved_mutated_inputs(gm)
         gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
     gm = passes.run_pipeline(gm, cfg.passes)
     capture.report_output_strides(gm)
-    debug.dump(cfg.debug_dir, name, "aten_after.py", gm.code)
+    dumps.write("aten_after.py", gm.code)
     target, device = choose_target(cfg, gm)
-    machine = resolve_device(cfg.device, cfg.cache_dir, device)     # for the cost model
+    # for the cost model; older versions kept the calibration in the cache dir
+    machine = resolve_device(cfg.device, (cfg.calibration_dir, cfg.cache_dir), device)
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
                      device=device,
                      allow_across=(target == "cpp" and cfg.fold_across_rows))
-    debug.dump(cfg.debug_dir, name, "fusion_plan.txt", str(plan))
+    dumps.write("fusion_plan.txt", lambda: str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
-    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision)
+    not_run: dict = {}                  # group id -> why it runs through ATen
+    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, not_run,
+                                         strict=cfg.strict,
+                                         verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
         compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
-    runner = build_runner(plan, compiled)
-    debug.dump(cfg.debug_dir, name, "kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
-    debug.dump(cfg.debug_dir, name, "runner.py", runner.code)
+    run = guarded_runner(plan, compiled, every_call=cfg.check_strides, strict=cfg.strict,
+                         name=name)
+    runner = run.runner
+    dumps.write("kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
+    dumps.write("runner.py", runner.code)
+    if reference is not None:
+        dumps.write(f"{name}.py", lambda: script.runnable(
+            name, reference, plan.graph.graph, runner, kernels, printed, threads,
+            script.build_command(cfg)))
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
-        report = graph_report(name, kind, plan, compiled, source, runner.code, kernels, machine)
+        ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
+        report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,
+                              device, not_run)
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
-    run = boxed(runner)
-    return triton_launch.cudagraphs(run, gm, compiled) if cfg.cudagraphs else run
+    if not cfg.wants_cudagraphs():
+        return run
+    return triton_launch.cudagraphs(run, gm, compiled, asked=cfg.cudagraphs is True,
+                                    strict=cfg.strict)
 
 
 def choose_target(cfg: Config, gm) -> tuple:
@@ -105,30 +153,35 @@ def choose_target(cfg: Config, gm) -> tuple:
         if cfg.target == "cpp":
             return None, None
         if not triton_launch.available():
-            warn_once("no-triton", "brrr: CUDA tensors need Triton (pip install triton); "
-                                   "their ops run through ATen instead")
+            fallback("no-triton", "brrr: CUDA tensors need Triton (pip install triton); "
+                                  "their ops run through ATen instead", cfg.strict)
             return None, None
         return "triton", cuda[0]
     if cfg.target == "triton":
         if triton_launch.available() and triton_launch.interpreting():
             return "triton", torch.device("cpu")
-        warn_once("triton-on-cpu", "brrr: target='triton' runs CPU tensors only under "
-                                   "Triton's interpreter (triton installed, TRITON_INTERPRET=1); "
-                                   "using the C++ target instead")
+        fallback("triton-on-cpu", "brrr: target='triton' runs CPU tensors only under "
+                                  "Triton's interpreter (triton installed, TRITON_INTERPRET=1); "
+                                  "using the C++ target instead", cfg.strict)
     return "cpp", torch.device("cpu")
 
 
 def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
-               low_precision: str = "float32"):
+               low_precision: str = "float32", failures: dict | None = None,
+               strict: bool = False, verify_ir: bool = False):
     """Kernel IR for every group that lowers, and each kernel's printed source by name (the
-    C++ target's, for its translation unit); a group that does not runs through ATen.
-    `low_precision`: Config.low_precision."""
+    C++ target's, for its translation unit); a group that does not runs through ATen (and
+    `failures`, if given, maps its id to why; under `strict`, Config.strict, it is an
+    error). `low_precision`: Config.low_precision; `verify_ir`: check each Kernel's rules
+    (kernel_verify.py; a break raises KernelIRError, never a silent fallback)."""
     kernels, specs, printed = {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
             k = lower_group(g, g.name, use_scratch=(target == "cpp"),
                             round_results=(low_precision == "eager"))
+            if verify_ir:
+                verify(k)
             # a printer gap shows up here, not at build
             text = (cpp.kernel_source(k, num_threads) if target == "cpp"
                     else triton_printer.kernel_source(k))
@@ -136,7 +189,11 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
             if missing:
                 raise NotImplementedError(f"brrr: sizes {missing} of {k.name} are not graph inputs")
         except NotImplementedError as err:
-            warn_once(f"lower-{err}", f"{err}; that group runs through ATen instead")
+            reason = str(err).removeprefix("brrr: ")
+            fallback(f"lower-{err}", f"brrr: group {g.name} ({_ops_of(g)}) cannot be lowered: "
+                                     f"{reason}; its ops run through ATen instead", strict)
+            if failures is not None:
+                failures[g.id] = f"its group {g.name} did not lower: {reason}"
             continue
         kernels[g.id] = k
         specs[g.id] = [_spec(o) for o in g.outputs]
@@ -144,25 +201,25 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
     return kernels, specs, printed
 
 
+def _ops_of(group, most: int = 6) -> str:
+    ops = list(dict.fromkeys(op_name(n) for n in group.nodes))
+    return ", ".join(ops[:most]) + (f", ... ({len(ops)} ops)" if len(ops) > most else "")
+
+
 def _spec(node) -> tuple:
     val = node.meta["val"]
     return shape(val), strides(val), val.dtype
 
 
-def graph_report(name, kind, plan, compiled, source, runner_code, kernel_irs=None,
-                 machine=None) -> GraphReport:
-    kernels = [KernelReport(compiled[g.id].name,
-                            [_op_name(n) for n in g.nodes], [n.name for n in g.nodes],
-                            list(g.domain),
-                            **kernel_report_fields((kernel_irs or {}).get(g.id), g, machine))
-               for g in plan.groups if g.id in compiled]
-    grouped = {n for g in plan.groups if g.id in compiled for n in g.nodes}
-    aten_nodes = [(n.name, _op_name(n)) for n in plan.graph.graph.nodes
-                  if n.op == "call_function" and n not in grouped]
-    edges = [(a.name, n.name) for n in plan.graph.graph.nodes for a in n.all_input_nodes]
-    return GraphReport(name, kind, kernels, aten_nodes, list(plan.decisions), source,
-                       runner_code, edges, machine.name if machine else "")
-
-
-def _op_name(node) -> str:
-    return str(node.target).replace("aten::", "aten.")
+def kernels_and_fallbacks(plan, kernels, compiled, not_run: dict) -> dict:
+    """The kernels the runner calls; `not_run` gets why each other group runs through ATen."""
+    run = kernels_run(plan, compiled)
+    for g in plan.groups:
+        if g.id in run or g.id in not_run:
+            continue
+        if g.id in compiled:
+            not_run[g.id] = (f"its kernel {g.name} is on a cycle with other kernels "
+                             "through ATen calls")
+        elif g.id in kernels:
+            not_run[g.id] = f"its kernel {g.name} was not built (see the warning)"
+    return run

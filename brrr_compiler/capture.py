@@ -46,6 +46,8 @@ FUSION_DECOMPOSITIONS = [
     aten.native_group_norm, aten.native_group_norm_backward, aten.native_batch_norm,
     aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit,
     aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
+    aten._batch_norm_with_update, aten._batch_norm_with_update_functional,
+    aten._batch_norm_no_update,
     aten.logsumexp, aten.var_mean, aten.var, aten.std, aten.rms_norm,
     aten._fused_rms_norm, aten._fused_rms_norm_backward,
     aten.nll_loss_forward, aten.nll_loss_backward,
@@ -122,6 +124,65 @@ def saved_output_indices(gm: torch.fx.GraphModule) -> tuple[int, ...]:
     saved = meta.tensors_saved_for_backwards_slice
     n = len(gm.graph.output_node().args[0])
     return tuple(range(n))[saved]
+
+
+def protect_saved_mutated_inputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Save a copy of each graph input that the forward both saves for the backward and
+    mutates. torch's min-cut partitioner may save the input itself in place of the clone
+    the joint graph made of it (recomputing from inputs looks free); AOTAutograd then
+    copies the new value into that very input after the forward, so the backward would
+    read the mutated value (autograd's version check raises: `F.mish(x, inplace=True)`)."""
+    from torch._guards import TracingContext
+
+    ctx = TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    holders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if meta is None or len(meta.input_info) != len(holders):
+        return gm
+    mutated = {h for h, info in zip(holders, meta.input_info) if info.mutates_data}
+    output = gm.graph.output_node()
+    outs = list(output.args[0])
+    for i in saved_output_indices(gm):
+        if outs[i] in mutated:
+            with gm.graph.inserting_before(output):
+                copy = gm.graph.call_function(torch.ops.aten.clone.default, (outs[i],))
+            copy.meta["val"] = outs[i].meta["val"].clone()
+            outs[i] = copy
+    output.args = (tuple(outs),)
+    gm.recompile()
+    return gm
+
+
+def graph_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of `gm` that passes run on `gm` leave alone (nodes copied; their meta dicts
+    shallowly, so FakeTensors are shared, not cloned)."""
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    return torch.fx.GraphModule(gm, graph)
+
+
+def output_strides_mark() -> int | None:
+    """How many output strides the compiling graph has reported so far (None: no one
+    asks), so a failed compile's partial report can be taken back."""
+    from torch._guards import TracingContext
+
+    ctx = TracingContext.try_get()
+    strides = ctx.output_strides if ctx is not None else None
+    return None if strides is None else len(strides)
+
+
+def aten_fallback(gm: torch.fx.GraphModule, kind: str, mark: int | None):
+    """`gm` run by ATen as a boxed callable, its output strides reported afresh."""
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch._guards import TracingContext
+
+    if kind == "forward":
+        gm = protect_saved_mutated_inputs(gm)
+    if mark is not None:
+        del TracingContext.get().output_strides[mark:]
+        report_output_strides(gm)
+    return make_boxed_func(gm)
 
 
 def report_output_strides(gm: torch.fx.GraphModule) -> None:

@@ -1,8 +1,10 @@
 """The `brrr` command line (the console script declared in pyproject.toml).
 
-    brrr demo [--size small|full] [--rounds N]     (also: python -m brrr_compiler.cli ...)
-    brrr calibrate [--cache-dir DIR] [--dry-run]
+    brrr --version
+    brrr demo [--size small|full] [--rounds N] [--trace FILE]   (also: python -m brrr_compiler.cli ...)
+    brrr calibrate [--cache-dir DIR] [--calibration-dir DIR] [--dry-run]
     brrr bench [kernels|models|compile|all] [--quick]
+    brrr cache info|clear [--cache-dir DIR]
 
 Each subcommand is one `_add_<name>(subparsers)` function, listed in SUBCOMMANDS, that
 declares its arguments and sets `handler(args, reexec) -> exit code`.
@@ -48,9 +50,14 @@ def ensure_malloc_env(reexec: bool) -> str:
 # ---- brrr demo ------------------------------------------------------------------------
 
 def _run_demo(args: argparse.Namespace, reexec: bool) -> int:
+    folder = os.path.dirname(os.path.abspath(args.trace)) if args.trace else None
+    if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        print(f"brrr demo: --trace {args.trace}: folder {folder} does not exist or is not "
+              "writable", file=sys.stderr)
+        return 2
     print(ensure_malloc_env(reexec), flush=True)
     from brrr_compiler import demo
-    return demo.run(args.size, args.rounds)
+    return demo.run(args.size, args.rounds, args.trace)
 
 
 def _positive_int(text: str) -> int:
@@ -70,6 +77,9 @@ def _add_demo(subparsers) -> None:
                    help="full: 4096x4096 chains (about a minute); small: a quick run")
     p.add_argument("--rounds", type=_positive_int, default=15,
                    help="interleaved timing rounds per case (default 15)")
+    p.add_argument("--trace", metavar="FILE", default=None,
+                   help="also profile one call of each case and write a Chrome trace "
+                        "(each brrr kernel an event by name) to FILE")
     p.set_defaults(handler=_run_demo)
 
 
@@ -79,7 +89,7 @@ def _run_calibrate(args: argparse.Namespace, reexec: bool) -> int:
     print(ensure_malloc_env(reexec), flush=True)
     from brrr_compiler.cost.calibrate import calibrate
     print("measuring this machine for the cost model:", flush=True)
-    spec = calibrate(args.cache_dir, save=not args.dry_run)
+    spec = calibrate(args.cache_dir, save=not args.dry_run, calibration_dir=args.calibration_dir)
     print(spec.to_json())
     return 0
 
@@ -89,9 +99,14 @@ def _add_calibrate(subparsers) -> None:
         "calibrate", help="measure this machine for the cost model (under a minute)",
         description="Measure streaming and cache bandwidth, flop and transcendental rates "
                     "of brrr kernels and per-kernel overhead; save them as device.json in "
-                    "the kernel cache, where later compiles find them.")
+                    "the calibration directory (apart from the kernel cache, so `brrr cache "
+                    "clear` keeps it), where later compiles find them.")
     p.add_argument("--cache-dir", default=None,
-                   help="where device.json goes (default: BRRR_CACHE_DIR or ~/.cache/brrr)")
+                   help="where the measured kernels are built (default: BRRR_CACHE_DIR or "
+                        "~/.cache/brrr)")
+    p.add_argument("--calibration-dir", default=None,
+                   help="where device.json goes (default: BRRR_CALIBRATION_DIR or "
+                        "~/.config/brrr)")
     p.add_argument("--dry-run", action="store_true", help="measure and print, save nothing")
     p.set_defaults(handler=_run_calibrate)
 
@@ -134,14 +149,35 @@ def _add_bench(subparsers) -> None:
     p.set_defaults(handler=_run_bench)
 
 
+# ---- brrr cache ------------------------------------------------------------------------
+
+def _run_cache(args: argparse.Namespace, reexec: bool) -> int:
+    from brrr_compiler.cli_cache import clear_cache, show_cache
+    return (show_cache if args.action == "info" else clear_cache)(args.cache_dir)
+
+
+def _add_cache(subparsers) -> None:
+    p = subparsers.add_parser(
+        "cache", help="show or clear the kernel cache",
+        description="info: the kernel cache's location, entries, size and cap, and where "
+                    "the calibration lives. clear: remove every built kernel (the "
+                    "calibration, kept apart, stays).")
+    p.add_argument("action", choices=("info", "clear"), help="info or clear")
+    p.add_argument("--cache-dir", default=None,
+                   help="the cache to act on (default: BRRR_CACHE_DIR or ~/.cache/brrr)")
+    p.set_defaults(handler=_run_cache)
+
+
 # ---- the parser -------------------------------------------------------------------------
 
-SUBCOMMANDS = (_add_demo, _add_calibrate, _add_bench)
+SUBCOMMANDS = (_add_demo, _add_calibrate, _add_bench, _add_cache)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from brrr_compiler import __version__
     parser = argparse.ArgumentParser(
         prog="brrr", description="brrr: a torch.compile backend that fuses memory-bound op chains")
+    parser.add_argument("--version", action="version", version=f"brrr {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(subparsers)
@@ -149,13 +185,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `brrr`; `argv` None means this process's own command line."""
+    """Entry point of `brrr`; `argv` None means this process's own command line. A bad
+    option or BRRR_* variable, or a file the command cannot use, is one line on stderr
+    and exit status 2."""
+    from brrr_compiler.config_checks import OptionError
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    return args.handler(args, reexec=argv is None)
+    try:
+        return args.handler(args, reexec=argv is None)
+    except (OptionError, OSError) as err:
+        print(f"brrr {args.command}: error: {str(err).removeprefix('brrr: ')}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,15 +1,30 @@
 """brrr's configuration: one frozen dataclass, built once at the entry point.
 
 Sources, later ones winning: defaults, `BRRR_*` environment variables, and the
-`options={...}` dict given to `torch.compile`. The result is handed down explicitly;
-nothing deeper in the pipeline reads the environment.
+`options={...}` dict given to `torch.compile` (or `mode=`, which torch hands over alone).
+Every value is checked as it comes in (config_checks.py), and a bad one is an
+`OptionError` naming the option or variable and what it accepts. The result is handed
+down explicitly; nothing deeper in the pipeline reads the environment.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
+
+from brrr_compiler.config_checks import (
+    OptionError, as_bool, as_byte_size, as_choice, as_count, as_fusion, as_device, as_passes,
+    as_path, as_program)
+
+FUSION_POLICIES = ("cost", "greedy", "none")
+TARGETS = ("auto", "cpp", "triton")
+LOW_PRECISION_MODES = ("eager", "float32")
+# torch.compile's modes (torch/__init__.py); what each does in brrr: README.md, Options
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")     # as in inductor
+DEFAULT_CACHE_MAX_BYTES = 4 << 30
 
 
 def default_cache_dir() -> str:
@@ -17,10 +32,17 @@ def default_cache_dir() -> str:
     return os.path.join(base, "brrr")
 
 
+def default_calibration_dir() -> str:
+    """Where `brrr calibrate` keeps this machine's numbers: apart from the kernel cache,
+    so that clearing the cache keeps them."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "brrr")
+
+
 @dataclass(frozen=True)
 class Config:
-    # fusion policy: "cost" (fuse when the cost model predicts a gain), "greedy" (fuse
-    # everything legal), "none", or a policy object
+    # fusion policy: "greedy" (fuse everything legal), "cost" (fuse when the cost model
+    # predicts a gain), "none", or a policy object
     fusion: Any = "greedy"
     # the machine the cost model predicts for: None (this machine's `brrr calibrate`, else a
     # generic CPU; a GPU preset for CUDA tensors), "a100" | "h100" | "h200" | "cpu", a
@@ -28,6 +50,11 @@ class Config:
     device: Any = None
     # where built kernels live (content-hash cache)
     cache_dir: str = field(default_factory=default_cache_dir)
+    # the kernel cache's size cap in bytes; least recently used entries go first (0: none)
+    cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES
+    # where `brrr calibrate` saves device.json, which device=None reads (then, as older
+    # versions kept it, <cache_dir>/device.json)
+    calibration_dir: str = field(default_factory=default_calibration_dir)
     # if set, per-graph dumps of ATen graphs, fusion groups and generated source go here
     debug_dir: str | None = None
     # C++ compiler; None means $CXX, then g++, then c++, then clang++
@@ -37,14 +64,23 @@ class Config:
     # code generation target: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp",
     # or "triton" (also CPU tensors, under Triton's interpreter: TRITON_INTERPRET=1)
     target: str = "auto"
-    # replay each compiled graph of CUDA tensors from one CUDA graph (fewer launches)
-    cudagraphs: bool = False
+    # torch.compile's mode (MODES); kept so that later stages can act on it
+    mode: str = "default"
+    # replay each compiled graph of CUDA tensors from one CUDA graph (fewer launches);
+    # None: as the mode says (on in CUDAGRAPH_MODES, silently off where it cannot apply)
+    cudagraphs: bool | None = None
+    # every fallback (ops left to ATen, a target or CUDA graphs not honoured) is an error
+    strict: bool = False
     # names of graph passes to run, in order; None runs passes.PIPELINE
     passes: tuple[str, ...] | None = None
     # refuse groups with more distinct buffer arguments than this
     max_kernel_args: int = 48
-    # check at run time that ATen fallbacks return the strides the compiler assumed
+    # check on every call, not only the first, that the tensors kernels read from ATen and
+    # the graph inputs have the dtypes and strides the compiler assumed (a mismatch is
+    # copied into the assumed layout: runtime/meta_check.py)
     check_strides: bool = False
+    # check every kernel's IR after lowering (kernel_verify.py; always on with debug_dir)
+    verify_ir: bool = False
     # float16/bfloat16 values inside a kernel: "eager" rounds every op's result to its
     # dtype, as eager does (results match eager's bits but for the last-ulp differences of
     # transcendental functions); "float32" computes in float32 between ops and rounds only
@@ -61,59 +97,86 @@ class Config:
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
+    def wants_cudagraphs(self) -> bool:
+        """CUDA graphs as asked for (option or BRRR_CUDAGRAPHS), else as the mode says."""
+        return self.cudagraphs if self.cudagraphs is not None else self.mode in CUDAGRAPH_MODES
 
-LOW_PRECISION_MODES = ("eager", "float32")
 
-_ENV = {
-    "BRRR_FUSION": ("fusion", str),
-    "BRRR_DEVICE": ("device", str),
-    "BRRR_CACHE_DIR": ("cache_dir", str),
-    "BRRR_DEBUG_DIR": ("debug_dir", str),
-    "BRRR_CXX": ("cxx", str),
-    "BRRR_NUM_THREADS": ("num_threads", int),
-    "BRRR_TARGET": ("target", str),
-    "BRRR_LOW_PRECISION": ("low_precision", str),
-    "BRRR_CHECK_STRIDES": ("check_strides", lambda v: v not in ("", "0", "false", "False")),
-    "BRRR_CUDAGRAPHS": ("cudagraphs", lambda v: v not in ("", "0", "false", "False")),
-    "BRRR_FOLD_ACROSS_ROWS": ("fold_across_rows", lambda v: v not in ("", "0", "false", "False")),
+def _choice(*choices):
+    return lambda value, where, env: as_choice(value, where, choices)
+
+
+# option -> (check(value, where, from_env) -> value, its BRRR_* variable or None)
+_OPTIONS = {
+    "fusion": (lambda v, where, env: as_fusion(v, where, FUSION_POLICIES), "BRRR_FUSION"),
+    "device": (as_device, "BRRR_DEVICE"),
+    "cache_dir": (as_path, "BRRR_CACHE_DIR"),
+    "cache_max_bytes": (as_byte_size, "BRRR_CACHE_MAX_BYTES"),
+    "calibration_dir": (as_path, "BRRR_CALIBRATION_DIR"),
+    "debug_dir": (as_path, "BRRR_DEBUG_DIR"),
+    "cxx": (as_program, "BRRR_CXX"),
+    "num_threads": (as_count(0), "BRRR_NUM_THREADS"),
+    "target": (_choice(*TARGETS), "BRRR_TARGET"),
+    "mode": (_choice(*MODES), "BRRR_MODE"),
+    "cudagraphs": (as_bool, "BRRR_CUDAGRAPHS"),
+    "strict": (as_bool, "BRRR_STRICT"),
+    "passes": (as_passes, None),
+    "max_kernel_args": (as_count(1), None),
+    "check_strides": (as_bool, "BRRR_CHECK_STRIDES"),
+    "verify_ir": (as_bool, "BRRR_VERIFY_IR"),
+    "low_precision": (_choice(*LOW_PRECISION_MODES), "BRRR_LOW_PRECISION"),
+    "fold_across_rows": (as_bool, "BRRR_FOLD_ACROSS_ROWS"),
 }
+_ENV = {env: key for key, (_, env) in _OPTIONS.items() if env}
+# options that may be None, meaning "the default's rule" (the comments in Config)
+_NONE_OK = {"device", "debug_dir", "cxx", "cudagraphs", "passes"}
 
 
 def valid_keys() -> list[str]:
     return sorted(f.name for f in fields(Config))
 
 
-def build_config(options: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Config:
-    """Build the Config from the environment and `options`; unknown option keys raise."""
+def build_config(options: Mapping[str, Any] | None = None,
+                 environ: Mapping[str, str] | None = None) -> Config:
+    """The Config from the environment and `options`; any bad key or value raises
+    OptionError, naming it and what is accepted."""
     environ = os.environ if environ is None else environ
+    if options is not None and not isinstance(options, Mapping):
+        raise OptionError(f"brrr: options must be a dict, got {type(options).__name__}")
     values: dict[str, Any] = {}
-    for var, (key, conv) in _ENV.items():
-        if environ.get(var):
-            values[key] = conv(environ[var])
+    for var, key in _ENV.items():
+        if environ.get(var):            # set and not empty
+            values[key] = _OPTIONS[key][0](environ[var], var, True)
     options = dict(options or {})
-    unknown = sorted(set(options) - set(valid_keys()))
-    if unknown:
-        raise ValueError(
-            f"brrr: unknown option(s) {unknown}; valid options are: {', '.join(valid_keys())}"
-        )
-    values.update(options)
-    if values.get("passes") is not None:
-        values["passes"] = tuple(values["passes"])
-    cfg = Config(**values)
-    _validate(cfg)
-    return cfg
+    _reject_unknown(options)
+    for key, value in options.items():
+        if value is None and key in _NONE_OK:
+            values[key] = None
+        else:
+            values[key] = _OPTIONS[key][0](value, f"option {key}", False)
+    return Config(**values)
 
 
-def _validate(cfg: Config) -> None:
-    if isinstance(cfg.fusion, str) and cfg.fusion not in ("cost", "greedy", "none"):
-        raise ValueError(f"brrr: option fusion={cfg.fusion!r}; expected 'cost', 'greedy', 'none' "
-                         "or a policy object")
-    if cfg.target not in ("auto", "cpp", "triton"):
-        raise ValueError(f"brrr: option target={cfg.target!r}; expected 'auto', 'cpp' or 'triton'")
-    if cfg.low_precision not in LOW_PRECISION_MODES:
-        raise ValueError(f"brrr: option low_precision={cfg.low_precision!r}; expected "
-                         + " or ".join(repr(m) for m in LOW_PRECISION_MODES))
-    if not isinstance(cfg.fold_across_rows, bool):
-        raise ValueError(f"brrr: option fold_across_rows={cfg.fold_across_rows!r}; expected True or False")
-    if cfg.num_threads < 0:
-        raise ValueError("brrr: option num_threads must be >= 0")
+def _reject_unknown(options: Mapping[str, Any]) -> None:
+    for key in options:
+        if not isinstance(key, str):
+            raise OptionError(f"brrr: option names are strings, got {key!r}")
+        if key not in _OPTIONS:
+            close = difflib.get_close_matches(key, list(_OPTIONS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise OptionError(f"brrr: unknown option {key!r}{hint}; valid options: "
+                              f"{', '.join(valid_keys())}")
+
+
+def with_mode(options: Mapping[str, Any] | None, mode: str | None) -> dict | None:
+    """`options` with torch.compile's `mode` folded in. torch hands a backend `mode` or
+    `options`, never both (it rejects the pair), so `options={"mode": ...}` is how both
+    are given; a conflicting pair here is an error."""
+    if mode is None:
+        return None if options is None else dict(options)
+    options = dict(options or {})
+    if options.get("mode", mode) != mode:
+        raise OptionError(f"brrr: mode={mode!r} and options['mode']={options['mode']!r} "
+                          "disagree; give one")
+    options["mode"] = mode
+    return options

@@ -60,7 +60,15 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
         out = out * weight
     if bias is not None:
         out = out + bias
-    return out.to(x.dtype), mean, rstd
+    return (out.to(x.dtype), *_stats_dtype(x, mean, rstd))
+
+
+def _stats_dtype(x, mean, rstd):
+    """Eager's CPU norm kernels return half-precision statistics in the input's dtype
+    (CUDA's keep float32); the backward then reads them so rounded, as eager's does."""
+    if x.device.type == "cpu" and mean.dtype != x.dtype:
+        return mean.to(x.dtype), rstd.to(x.dtype)
+    return mean, rstd
 
 
 def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
@@ -78,6 +86,7 @@ def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
     if bias is not None:
         out = out + aten.view.default(bias, [1, group, C // group, 1])
     out = aten.view.default(out.to(x.dtype), list(x.shape))
+    mean, rstd = _stats_dtype(x, mean, rstd)
     return out, aten.view.default(mean, [N, group]), aten.view.default(rstd, [N, group])
 
 

@@ -14,8 +14,8 @@ its result exists only in the kernel's `columns` phase, a once phase that is a l
 (runs one time after every row, over the reduction domain) and computes and stores what
 depends on it (LayerNorm's weight and bias gradients beside its row kernel). A
 pointwise kernel is one scalar phase and no reduction domain. Statements are SSA, one
-value each. Several readers walk the same IR: the C++ printer, the byte/flop counter,
-and the reference evaluator used in tests.
+value each. Several readers walk the same IR: the C++ and Triton printers, the byte/flop
+counter, and the verifier (kernel_verify.py), which states these rules as checks.
 """
 from __future__ import annotations
 

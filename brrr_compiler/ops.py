@@ -129,7 +129,7 @@ def _gather_ok(n) -> bool:
     return not n.kwargs.get("sparse_grad", False) and x is not None and x.dim() > 0
 
 
-_pw([aten.gather.default], "gather", ADD, _gather_ok)
+_pw([aten.gather.default], "gather", 2 * ADD, _gather_ok)      # the bounds check: IR "bounded"
 
 
 # cat: each output element is one input's element, chosen by its index along the cat

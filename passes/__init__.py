@@ -20,10 +20,10 @@ from typing import Callable
 
 from torch.fx import GraphModule
 
-from passes.conv_channels_last import LAYOUT_FREE_OUTPUTS, conv_channels_last
-from passes.cse import cse
-from passes.dce import dce
-from passes.remove_noops import remove_noops
+from .conv_channels_last import LAYOUT_FREE_OUTPUTS, conv_channels_last
+from .cse import cse
+from .dce import dce
+from .remove_noops import remove_noops
 
 Pass = Callable[[GraphModule], GraphModule]
 

@@ -30,7 +30,7 @@ from torch._guards import detect_fake_mode
 from torch.fx import Graph, GraphModule, Node, map_arg
 from torch.fx.experimental.symbolic_shapes import free_symbols
 
-from passes._purity import is_view
+from ._purity import is_view
 
 aten = torch.ops.aten
 logger = logging.getLogger("brrr.passes")

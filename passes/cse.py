@@ -22,7 +22,7 @@ import torch
 from torch.fx import GraphModule, Node
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from passes._purity import feeds_mutation, is_graph_output, is_pure, mutates
+from ._purity import feeds_mutation, is_graph_output, is_pure, mutates
 
 _ATOMS = (str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
 

@@ -6,7 +6,7 @@ mutations, random ops and side-effecting calls stay even when unused.
 """
 from torch.fx import GraphModule
 
-from passes._purity import is_pure
+from ._purity import is_pure
 
 
 def dce(gm: GraphModule) -> GraphModule:

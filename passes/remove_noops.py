@@ -17,7 +17,7 @@ import torch
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from passes._purity import feeds_mutation, is_graph_output, is_view, mutates
+from ._purity import feeds_mutation, is_graph_output, is_view, mutates
 
 aten = torch.ops.aten
 

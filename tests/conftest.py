@@ -1,8 +1,29 @@
-"""Shared pytest setup: make the repository root importable, so `import passes` and
-`import brrr_compiler` work under a bare `pytest` as well as `python -m pytest`."""
+"""Shared pytest setup: make the repository root importable, so `import brrr_compiler`
+finds this checkout under a bare `pytest` as well as `python -m pytest`. (passes/ is
+`brrr_compiler.passes`, a package-dir mapping that `pip install -e .` sets up.)"""
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+# every kernel lowered under the tests is checked by the kernel-IR verifier
+# (brrr_compiler/kernel_verify.py); a broken rule fails the compile that made it
+os.environ.setdefault("BRRR_VERIFY_IR", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_calibration(tmp_path_factory):
+    """Tests never read this machine's `brrr calibrate` numbers (~/.config/brrr): compiles
+    see the generic CPU unless a test saves a calibration of its own."""
+    old = os.environ.get("BRRR_CALIBRATION_DIR")
+    os.environ["BRRR_CALIBRATION_DIR"] = str(tmp_path_factory.mktemp("brrr-calibration"))
+    yield
+    if old is None:
+        os.environ.pop("BRRR_CALIBRATION_DIR", None)
+    else:
+        os.environ["BRRR_CALIBRATION_DIR"] = old

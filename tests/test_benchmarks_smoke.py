@@ -115,3 +115,108 @@ def test_brrr_bench_finds_the_checkout():
     assert benchmarks_dir() == BENCH
     args = build_parser().parse_args(["bench", "kernels", "--quick"])
     assert (args.suite, args.quick) == ("kernels", True)
+
+
+# ---- plots: drawn from tiny synthetic results, read back through matplotlib's objects ------
+
+def _drawn(draw, *args, **kwargs):
+    """A fresh figure and axes with `draw(ax, ...)` on it, drawn (tick texts are set then)."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig, ax = plt.subplots()
+    out = draw(ax, *args, **kwargs)
+    fig.canvas.draw()
+    return fig, ax, out
+
+
+def test_speedup_bars_are_ticked_in_x_and_labelled_with_their_values():
+    plots = _bench_module("plots")
+    fig, ax, _ = _drawn(plots.draw_grouped_barh, ["a", "b", "c"],
+                        {"vs eager": [0.8, 1.6, 3.2], "vs inductor": [1.1, float("nan"), 2.0]},
+                        title="t", xlabel="speedup", lines={"1x": 1.0}, speedup=True)
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["1x", "1.25x", "1.5x", "2x", "3x"], ticks
+    assert not ax.get_xticklabels(minor=True) or \
+        all(not t.get_text() for t in ax.get_xticklabels(minor=True))
+    values = {t.get_text() for t in ax.texts}
+    assert {"0.8x", "1.6x", "3.2x", "1.1x", "2x"} <= values, values
+    bars = [b for c in ax.containers for b in c]
+    assert len(bars) == 5                                     # the NaN bar is left out
+    assert all(b.get_x() == 1.0 for b in bars)                # from 1x: a slowdown points left
+    fig.clf()
+
+
+def test_speedup_ticks_stay_few_and_readable():
+    plots = _bench_module("plots")
+    for lo, hi in ((0.3, 7.0), (0.9, 1.1), (1.0, 60.0), (0.05, 200.0)):
+        ticks = plots.speedup_ticks(lo, hi)
+        assert 1 in ticks and len(ticks) <= plots.MAX_TICKS, (lo, hi, ticks)
+    assert [plots.times_label(v) for v in (0.5, 1, 1.5, 12)] == ["0.5x", "1x", "1.5x", "12x"]
+
+
+def test_bandwidth_bars_read_in_percent():
+    plots = _bench_module("plots")
+    fig, ax, _ = _drawn(plots.draw_grouped_barh, ["a", "b"], {"brrr": [0.5, 0.92]},
+                        title="t", xlabel="x", lines={"75%": 0.75}, percent=True)
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert ticks and all(t.endswith("%") for t in ticks), ticks
+    assert {"50%", "92%"} <= {t.get_text() for t in ax.texts}
+    fig.clf()
+
+
+def test_scatter_labels_do_not_overlap():
+    plots = _bench_module("plots")
+    # a tight cluster and a few loners, as the cost-model suite's kernels fall
+    points = [(f"kernel_{i}_64MB", 1e-3 * (1 + 0.02 * i), 1e-3 * (1 + 0.03 * (i % 4)),
+               "memory" if i % 2 else "compute") for i in range(12)]
+    points += [("add_256KB", 30e-6, 29e-6, "memory"), ("softmax_256MB", 0.1, 0.07, "compute")]
+    fig, ax, texts = _drawn(plots.draw_predicted_vs_measured, points, title="t")
+    renderer = fig.canvas.get_renderer()
+    boxes = [plots.text_box(t, renderer) for t in texts]
+    assert sorted(t.get_text() for t in texts) == sorted(p[0] for p in points)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert plots._overlap(a, b) == 0, (a, b)
+    fig.clf()
+
+
+def test_compile_scaling_plots_inductor(tmp_path):
+    pytest.importorskip("matplotlib")
+    scaling = _bench_module("compile_scaling")
+    ns = [1, 2, 4, 8]
+    times = {"brrr": [0.5, 0.6, 0.8, 1.2], "aot_eager": [0.3, 0.35, 0.45, 0.65],
+             "inductor": [2.0, 3.1, 5.0, 9.2]}
+    own = [b - a for b, a in zip(times["brrr"], times["aot_eager"])]
+    result = {"ns": ns, "times": times, "own": own, "fits": scaling._fits(ns, times["brrr"], own),
+              "inductor_fit": {"slope": 1.0, "intercept": 1.0, "r2": 1.0, "line": [1.0, 1.0]}}
+    assert scaling.plot_scaling(result, tmp_path) == "Plot: `compile_scaling.png`"
+    assert (tmp_path / "compile_scaling.png").stat().st_size > 0
+    assert "| inductor s |" in scaling.scaling_section(result, "") and \
+        "linear fit of inductor's time" in scaling.scaling_section(result, "")
+    plots = _bench_module("plots")
+    fig, ax, _ = _drawn(plots.draw_scaling, ns, times, {"brrr": [0.1, 0.4], "inductor": [1, 1]},
+                        title="t", xlabel="N", ylabel="s")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "inductor" in legend and "inductor: linear fit" in legend, legend
+    fig.clf()
+
+
+def test_replot_redraws_every_suite_from_its_json(tmp_path):
+    import json
+    pytest.importorskip("matplotlib")
+    times = {"eager": 2e-3, "inductor": 1.5e-3, "brrr": 1e-3}
+    case = {"nbytes": 64 << 20, "times": times, "stream": 20e9, "status": {}}
+    (tmp_path / "kernels.json").write_text(json.dumps(
+        {"bandwidths": [20e9, 22e9], "llc_bytes": 32 << 20, "backends": list(times),
+         "cases": {"bias_gelu 4096x4096": case, "softmax 256x256": {**case, "nbytes": 1 << 20}}}))
+    (tmp_path / "models.json").write_text(json.dumps(
+        {"backends": list(times), "results": [{"model": "gpt", "mode": "training",
+                                               "times": times}]}))
+    (tmp_path / "cost_model.json").write_text(json.dumps(
+        {"kernels": [{"name": "add_4MB", "meas": 2e-4, "pred": 1.9e-4, "bound": "memory"},
+                     {"name": "softmax_4MB", "meas": 1.8e-3, "pred": 1.1e-3, "bound": "compute"}],
+         "policies": []}))
+    _bench_module("replot").main(["--results-dir", str(tmp_path)])
+    for png in ("kernels_speedup.png", "kernels_bandwidth.png", "models_speedup.png",
+                "cost_model.png"):
+        assert (tmp_path / png).stat().st_size > 0, png
+    assert not (tmp_path / "compile_scaling.png").exists()      # no compile.json

@@ -41,7 +41,7 @@ def test_demo_small_runs_and_reports(tmp_path):
     assert proc.returncode == 0, out + proc.stderr
     assert "set for the whole process (re-executed to set it)" in out
     # the kernel table: a graph header, then kernel lines naming the ATen ops they fuse
-    assert re.search(r"graph\d+_inference \(inference\): [1-9]\d* kernel\(s\)", out), out
+    assert re.search(r"graph\d+_inference \(inference\): [1-9]\d* kernels?\b", out), out
     assert re.search(r"^  k\d+_\w+ +aten\.", out, re.MULTILINE), out
     assert "graph" in out and "(backward):" in out, out
     # the speed table and its speedup column, one row per case
@@ -74,3 +74,71 @@ def test_bad_arguments_exit_2(argv):
 def test_demo_defaults():
     args = build_parser().parse_args(["demo"])
     assert (args.size, args.rounds) == ("full", 15)
+
+
+# ---- brrr --version, brrr cache --------------------------------------------------------
+
+def test_version_prints_the_one_version():
+    import brrr_compiler
+    proc = subprocess.run(_brrr_command() + ["--version"], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"brrr {brrr_compiler.__version__}"
+
+
+def _fill_cache(root: Path) -> None:
+    (root / "ab").mkdir(parents=True)
+    for ext in (".so", ".cpp", ".sha256"):
+        (root / "ab" / ("ab" + "0" * 62 + ext)).write_bytes(b"x" * 1000)
+
+
+def test_cache_info_and_clear(tmp_path, capsys, monkeypatch):
+    cache_dir, calibration = tmp_path / "cache", tmp_path / "config"
+    _fill_cache(cache_dir)
+    calibration.mkdir()
+    (calibration / "device.json").write_text("{}")
+    monkeypatch.setenv("BRRR_CALIBRATION_DIR", str(calibration))
+    monkeypatch.setenv("BRRR_CACHE_MAX_BYTES", "2G")
+    assert main(["cache", "info", "--cache-dir", str(cache_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"location:    {cache_dir}" in out and "entries:     1" in out
+    assert "size:        2.9 KiB (cap 2.0 GiB" in out
+    assert f"calibration: {calibration / 'device.json'}" in out
+    monkeypatch.setenv("BRRR_CACHE_DIR", str(cache_dir))
+    assert main(["cache", "clear"]) == 0
+    out = capsys.readouterr().out
+    assert f"removed 1 entries (2.9 KiB) from {cache_dir}" in out
+    assert f"calibration kept: {calibration / 'device.json'}" in out
+    assert list(cache_dir.iterdir()) == [] and (calibration / "device.json").exists()
+    assert main(["cache", "clear", "--cache-dir", str(tmp_path / "none")]) == 0
+    assert "nothing to clear" in capsys.readouterr().out
+
+
+def test_cache_info_says_when_the_dir_is_not_trusted(tmp_path, capsys):
+    _fill_cache(tmp_path / "cache")
+    os.chmod(tmp_path / "cache", 0o777)
+    assert main(["cache", "info", "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "not trusted: the directory is writable by group and others" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,env,message", [
+    (["cache", "info", "--cache-dir", "FILE"], {}, "is not a directory"),
+    (["cache", "clear", "--cache-dir", "FILE"], {}, "is not a directory"),
+    (["cache", "info"], {"BRRR_NUM_THREADS": "abc"}, "BRRR_NUM_THREADS='abc': expected an integer"),
+    (["cache", "info"], {"BRRR_CACHE_MAX_BYTES": "big"}, "BRRR_CACHE_MAX_BYTES='big'"),
+])
+def test_cache_bad_input_is_one_line_and_exit_2(argv, env, message, tmp_path, capsys, monkeypatch):
+    (tmp_path / "FILE").write_text("a file")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    argv = [str(tmp_path / "FILE") if a == "FILE" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"brrr {argv[0]}: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cache_needs_an_action():
+    for argv in (["cache"], ["cache", "purge"]):
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args(argv)
+        assert exc.value.code == 2

@@ -227,14 +227,16 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> DeviceSpec:
     return spec
 
 
-def calibrate(cache_dir: str | None = None, save: bool = True, log=print) -> DeviceSpec:
-    """Measure this machine (about 20-60 s) and save it as <cache_dir>/device.json, which
-    later compiles load; returns the DeviceSpec."""
+def calibrate(cache_dir: str | None = None, save: bool = True, log=print,
+              calibration_dir: str | None = None) -> DeviceSpec:
+    """Measure this machine (about 20-60 s, building kernels in `cache_dir`) and save it
+    as <calibration_dir>/device.json, which later compiles load; returns the DeviceSpec.
+    Both default to Config's (BRRR_CACHE_DIR, BRRR_CALIBRATION_DIR)."""
     from brrr_compiler.config import build_config
-    cache_dir = cache_dir or build_config().cache_dir
-    spec = measure(cache_dir, log)
+    cfg = build_config()
+    spec = measure(cache_dir or cfg.cache_dir, log)
     if save:
-        path = save_device_spec(spec, cache_dir)
+        path = save_device_spec(spec, calibration_dir or cfg.calibration_dir)
         log(f"  saved {path}")
     return spec
 

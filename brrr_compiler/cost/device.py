@@ -1,7 +1,8 @@
 """DeviceSpec: the handful of machine numbers the cost model needs, and where they come from.
 
 A spec is one of: the calibration of this machine (`brrr calibrate` writes
-`<cache_dir>/device.json`), a generic-CPU default when there is none, or a GPU preset
+`<calibration_dir>/device.json`, apart from the kernel cache; older versions wrote
+`<cache_dir>/device.json`, which is still read), a generic-CPU default when there is none, or a GPU preset
 from datasheets (A100, H100, H200). Compute throughput is in flop-equivalents per
 second, the unit of the op table (ops.py: an add or a mul is 1, so a vector FMA counts 2,
 as datasheets count it); transcendental functions have their own rate, in evaluations per
@@ -14,7 +15,7 @@ import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -111,13 +112,13 @@ PRESETS: dict[str, DeviceSpec] = {
 }
 
 
-def device_file(cache_dir: str) -> str:
-    return os.path.join(cache_dir, DEVICE_FILE)
+def device_file(directory: str) -> str:
+    return os.path.join(directory, DEVICE_FILE)
 
 
-def save_device_spec(spec: DeviceSpec, cache_dir: str) -> str:
-    os.makedirs(cache_dir, exist_ok=True)
-    path = device_file(cache_dir)
+def save_device_spec(spec: DeviceSpec, directory: str) -> str:
+    os.makedirs(directory, exist_ok=True)
+    path = device_file(directory)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         f.write(spec.to_json() + "\n")
@@ -130,10 +131,14 @@ def load_device_spec(path: str) -> DeviceSpec:
         return DeviceSpec.from_json(f.read())
 
 
-def current_device_spec(cache_dir: str) -> DeviceSpec:
-    """This machine's calibration from `<cache_dir>/device.json`, else generic_cpu()."""
-    path = device_file(cache_dir)
-    if not os.path.exists(path):
+def current_device_spec(directories: str | Sequence[str]) -> DeviceSpec:
+    """This machine's calibration: the first `<directory>/device.json` of `directories`
+    (Config.calibration_dir, then the cache dir where older versions kept it), else
+    generic_cpu()."""
+    if isinstance(directories, (str, os.PathLike)):
+        directories = [directories]
+    path = next((device_file(d) for d in directories if os.path.exists(device_file(d))), None)
+    if path is None:
         return generic_cpu()
     try:
         return load_device_spec(path)
@@ -153,13 +158,15 @@ def gpu_preset(target: torch.device) -> DeviceSpec:
     return next((spec for key, spec in PRESETS.items() if key in name), PRESETS["a100"])
 
 
-def resolve_device(option: Any, cache_dir: str, target: torch.device | None = None) -> DeviceSpec:
-    """The spec named by options["device"]: None (this machine: its calibration, or for
-    kernels on a CUDA `target` the GPU's preset), a preset name, a JSON path, a DeviceSpec."""
+def resolve_device(option: Any, calibration_dirs: str | Sequence[str],
+                   target: torch.device | None = None) -> DeviceSpec:
+    """The spec named by options["device"]: None (this machine: its calibration, found in
+    `calibration_dirs`, or for kernels on a CUDA `target` the GPU's preset), a preset
+    name, a JSON path, a DeviceSpec."""
     if option is None:
         if target is not None and torch.device(target).type == "cuda":
             return gpu_preset(target)
-        return current_device_spec(cache_dir)
+        return current_device_spec(calibration_dirs)
     if isinstance(option, DeviceSpec):
         return option
     if isinstance(option, str):

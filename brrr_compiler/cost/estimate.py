@@ -145,12 +145,13 @@ def estimate_group(group, device: DeviceSpec) -> Estimate:
 
 def kernel_report_fields(kernel, group, device: DeviceSpec | None) -> dict:
     """KernelReport's predicted_s, bound, flops and bytes for a lowered kernel ({} when
-    there is no kernel IR or device, or the model lacks a number: the report says so)."""
+    there is no kernel IR or device; the model's error when it lacks a number)."""
     if kernel is None or device is None:
         return {}
     try:
-        est = estimate_kernel(kernel, device, size_hints(n.meta.get("val") for n in group.nodes))
-    except CostModelError:
-        return {}
+        vals = [n.meta.get("val") for n in [*group.nodes, *group.inputs]]
+        est = estimate_kernel(kernel, device, size_hints(vals))
+    except CostModelError as err:
+        return {"estimate_error": str(err)}
     return {"predicted_s": est.total_s, "bound": est.bound, "flops": est.flops,
             "bytes": est.bytes, "compute_s": est.compute_s, "memory_s": est.memory_s}

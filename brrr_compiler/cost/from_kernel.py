@@ -10,9 +10,10 @@ transcendentals are counted as scalar ones. A buffer loaded at a full-domain
 index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access whose
 innermost-loop stride s is not 0 or 1 (a transposed read) moves min(64, s * itemsize)
 bytes per element: one cache line per element at worst. A per-row scratch array (kernel.scratch)
-stays in the core's cache: it costs no memory traffic. A column fold is one fold of the
-column kind per point (its partial rows stay in cache too); the columns phase runs once
-per point of the reduction domain.
+stays in the core's cache: it costs no memory traffic. An index loaded from a tensor
+(gather's) ranges over its whole extent. A column fold is one fold of the column kind
+per point (its partial rows stay in cache too); the columns phase runs once per point
+of the reduction domain.
 """
 from __future__ import annotations
 
@@ -67,6 +68,14 @@ def _footprint(indices, extents: dict, hints: dict | None) -> int:
     return min(per_index, largest)
 
 
+def _indirect_extents(kernel: Kernel, hints: dict | None) -> dict:
+    """The extent of each index loaded from a tensor (gather's `bounded` values): an
+    indirect load may touch any element along its dim, so its footprint is counted over
+    the whole extent, as the FX counter counts the whole input."""
+    return {sympy.Symbol(s.out, integer=True): as_int(s.index, hints)
+            for s in kernel.body if s.op == "bounded"}
+
+
 def _accesses(kernel: Kernel):
     """buffer -> (set of index expressions, set of loop phases loading it at full index)."""
     red = set(kernel.reduction_vars)
@@ -105,6 +114,7 @@ def kernel_stats(kernel: Kernel, hints: dict | None = None) -> KernelStats:
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}
     extents.update({v: as_int(r, hints) for v, r in
                     zip(kernel.reduction_vars, kernel.reduction_ranges)})
+    extents.update(_indirect_extents(kernel, hints))
     dtypes = {b.name: b.dtype for b in kernel.buffers}
     outputs = {b.name for b in kernel.outputs}
     inner = kernel.loop_vars[-1] if kernel.loop_vars and not kernel.reduction_vars else None

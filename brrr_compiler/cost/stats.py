@@ -131,17 +131,19 @@ def as_int(expr, hints: dict | None = None) -> int:
 
 
 def size_hints(vals) -> dict:
-    """symbol -> hint for every symbolic size in the FakeTensors `vals`."""
-    hints = {}
+    """symbol -> hint for every backed symbol of the shape environments of the FakeTensors
+    `vals`. The whole environment, not only the symbols `vals` mention: a kernel's sizes
+    name symbols its stored values do not have (x.sum(0) stores (s1,) and loops over s0)."""
+    hints, envs = {}, set()
     for v in vals:
         if not isinstance(v, torch.Tensor):
             continue
         for s in list(v.shape) + list(v.stride()):
-            if isinstance(s, torch.SymInt) and s.node.hint is not None:
-                env = _backed_values(s.node.shape_env)
-                for sym in s.node.expr.free_symbols:
-                    if sym in env:
-                        hints[sym] = int(env[sym])
+            if isinstance(s, torch.SymInt) and id(s.node.shape_env) not in envs:
+                envs.add(id(s.node.shape_env))
+                hints.update((sym, int(val)) for sym, val in
+                             _backed_values(s.node.shape_env).items()
+                             if isinstance(val, (int, sympy.Integer)))     # not SymFloats
     return hints
 
 

@@ -47,16 +47,27 @@ def tensor_val(node):
 CPU = torch.device("cpu")
 
 
-def _plain_tensor(val, device) -> bool:
-    return (val is not None and val.dtype in SUPPORTED_DTYPES and val.device == device
-            and val.layout == torch.strided and not val.is_quantized)
+def _tensor_problem(val, device) -> str | None:
+    """Why a value cannot live in a generated kernel on `device` (None: it can)."""
+    if val is None:
+        return "is not a single tensor"
+    if val.dtype not in SUPPORTED_DTYPES:
+        return f"has dtype {val.dtype}, which brrr does not generate code for"
+    if val.device != device:
+        return f"lives on {val.device}, not on the kernels' device {device}"
+    if val.layout != torch.strided or val.is_quantized:
+        return "is not a plain strided tensor"
+    return None
 
 
-def _args_ok(node: torch.fx.Node, device) -> bool:
+def _args_problem(node: torch.fx.Node, device) -> str | None:
     for a in node.all_input_nodes:
-        if not _plain_tensor(tensor_val(a), device):
-            return False
-    return True
+        problem = _tensor_problem(tensor_val(a), device)
+        if problem and isinstance(a.meta.get("val"), (torch.SymInt, torch.SymFloat)):
+            return f"its input {a.name} is a number computed at run time, not a tensor"
+        if problem:
+            return f"its input {a.name} {problem}"
+    return None
 
 
 def _only_unit_dims_change(node) -> bool:
@@ -70,19 +81,32 @@ def fusible(node: torch.fx.Node, device=CPU) -> bool:
     """May `node` be computed inside a generated kernel running on `device` (the
     target's: the CPU for C++; a GPU, or the CPU under Triton's interpreter, for Triton;
     None: nothing is fusible)? The node and its tensor arguments must all live there."""
-    if node.op != "call_function" or not _plain_tensor(tensor_val(node), device):
-        return False
+    return why_not_fusible(node, device) is None
+
+
+def why_not_fusible(node: torch.fx.Node, device=CPU) -> str | None:
+    """Why `node` may not be computed inside a generated kernel (None: it may); the one
+    rule behind `fusible`, worded for `explain`."""
+    if node.op != "call_function":
+        return "not an op call"
+    problem = _tensor_problem(tensor_val(node), device)
+    if problem:
+        return f"its result {problem}"
     kind = ops.kind_of(node)
     if kind is Kind.POINTWISE:
-        return _args_ok(node, device) and not _has_mutable_kwargs(node, device)
+        if _has_mutable_kwargs(node, device):
+            return "it moves its value to another device"
+        return _args_problem(node, device)
     if kind is Kind.REDUCTION:
         spec = reduction_spec(node)
-        return spec is not None and len(spec.dims) > 0 and _args_ok(node, device)
+        if spec is None or len(spec.dims) == 0:
+            return "brrr lowers this reduction only over given dims of known size"
+        return _args_problem(node, device)
     if kind is Kind.VIEW and node.target in AFFINE_VIEWS:
         if node.target in RESHAPES and not _only_unit_dims_change(node):
-            return False
-        return _args_ok(node, device)
-    return False
+            return "a reshape that merges or splits dims (not affine in its input's index)"
+        return _args_problem(node, device)
+    return f"a {kind.value} op"
 
 
 def _has_mutable_kwargs(node, device) -> bool:

@@ -31,6 +31,10 @@ def _graph_outputs(gm) -> frozenset:
     return frozenset(out.all_input_nodes)
 
 
+def _computing(members) -> frozenset:
+    return frozenset(n for n in members if not legality.is_view(n))
+
+
 class _Walk:
     """State of one partitioning walk over a graph."""
 
@@ -43,6 +47,7 @@ class _Walk:
         self.group_of: dict = {}
         self.horizon = -1                   # order of the last grouped node
         self.decisions: list[Decision] = []
+        self._decided: set = set()          # (producer, consumer, verdict, reason) recorded
         self.refused: list = []             # (consumer, groups) of illegal merges: revisit
 
     def _chainable(self, n) -> bool:
@@ -123,19 +128,27 @@ class _Walk:
         reason = legality.check_merge(a, b, self.order, self.graph_outputs, self.max_args,
                                       self.group_of, self.horizon, self.allow_across)
         if reason is not None:
-            self.decisions.append(Decision(describe(a), describe(b), False, reason))
+            self.record(a, b, False, reason)
             return None
         merged = a | b
         candidate = MergeCandidate(
             frozenset(a), frozenset(b), legality.stored_nodes(merged, self.graph_outputs),
             legality.external_inputs(merged), self.graph_outputs)
         verdict = self.policy.decide(candidate)
-        self.decisions.append(Decision(describe(a), describe(b), verdict.accept,
-                                       verdict.reason, dict(verdict.metrics)))
+        self.record(a, b, verdict.accept, verdict.reason, verdict.metrics)
         if verdict.accept:
             for n in merged:
                 self.group_of[n] = merged
         return verdict.accept
+
+    def record(self, a: set, b: set, accept: bool, reason: str, metrics=None) -> None:
+        """Record a decision once: the walk may ask again about the same two groups (through
+        another chain of views, on the revisit) and get the same answer."""
+        key = (_computing(a), _computing(b), accept, reason)
+        if key not in self._decided:
+            self._decided.add(key)
+            self.decisions.append(Decision(describe(a), describe(b), accept, reason,
+                                           dict(metrics or {})))
 
     def unique_groups(self) -> list:
         return list({id(s): s for s in self.group_of.values()}.values())

@@ -80,6 +80,7 @@ class FusionPlan:
 
 
 def describe(members) -> str:
-    """A short name for a set of nodes in a Decision: its first three names."""
+    """A short name for a set of nodes in a Decision: its first three names and how many
+    more (two groups that share their first names still read apart)."""
     names = sorted((n.name for n in members), key=lambda name: (len(name), name))
-    return "+".join(names[:3]) + ("+..." if len(names) > 3 else "")
+    return "+".join(names[:3]) + (f"+{len(names) - 3} more" if len(names) > 3 else "")

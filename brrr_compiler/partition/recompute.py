@@ -10,7 +10,6 @@ import torch.fx
 
 from brrr_compiler import ops
 from brrr_compiler.partition import legality
-from brrr_compiler.partition.plan import Decision, describe
 from brrr_compiler.partition.policy import MergeCandidate
 
 
@@ -58,9 +57,8 @@ def _try_recompute(walk, p, a: set, readers: list) -> None:
         frozenset(a), frozenset(union), legality.stored_nodes(union, walk.graph_outputs),
         legality.external_inputs(sub | union), walk.graph_outputs, frozenset(sub),
         tuple(frozenset(r) for r in readers)))
-    walk.decisions.append(Decision(describe(sub), describe(union), verdict.accept,
-                                   f"recompute in {len(readers)} reader(s): {verdict.reason}",
-                                   dict(verdict.metrics)))
+    walk.record(sub, union, verdict.accept,
+                f"recompute in {len(readers)} reader(s): {verdict.reason}", verdict.metrics)
     if verdict.accept:
         for r in readers:
             _clone_into(walk, sub, r, a)

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen.cpp_units import translation_units
 from brrr_compiler.kernel_ir import Kernel
-from brrr_compiler.log import logger, warn_once
+from brrr_compiler.log import fallback, logger
 from brrr_compiler.runtime import reuse
 from brrr_compiler.runtime.build import BuildError, build_and_load, find_toolchain
 from brrr_compiler.runtime.runner import CompiledKernel, bind
@@ -50,8 +50,8 @@ def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, n
         return {}, ""
     toolchain = find_toolchain(cfg.cxx, cfg.cache_dir)
     if toolchain is None:
-        warn_once("no-compiler", "brrr: no working C++ compiler found (set CXX or BRRR_CXX); "
-                                 "all fused groups run through ATen instead")
+        fallback("no-compiler", "brrr: no working C++ compiler with OpenMP found (set CXX or "
+                 "BRRR_CXX); all fused groups run through ATen instead", cfg.strict)
         return {}, ""
     printed = {k.name: (printed or {}).get(k.name) or cpp.kernel_source(k, num_threads)
                for k in kernels.values()}
@@ -84,22 +84,26 @@ def _bind(k: Kernel, lib, gid: int, out_specs, key: str) -> dict:
 def _try_build(source: str, cfg):
     """The loaded library of one translation unit, or None when it fails to build."""
     try:
-        return build_and_load(source, cfg.cache_dir, cfg.cxx)
+        return build_and_load(source, cfg.cache_dir, cfg.cxx, cfg.cache_max_bytes)
     except (BuildError, OSError) as err:
         logger.debug("translation unit failed to build: %s", err)
         return None
 
 
 def _build_alone(k: Kernel, cfg, num_threads: int, printed):
-    """The library of `k` built in a unit of its own; None (and one warning) when it fails
-    to build there too."""
+    """The library of `k` built in a unit of its own; None (and one warning, or under
+    cfg.strict an error) when it fails to build there too."""
     try:
         return build_and_load(cpp.translation_unit([k], num_threads, printed), cfg.cache_dir,
-                              cfg.cxx)
+                              cfg.cxx, cfg.cache_max_bytes)
     except (BuildError, OSError) as err:
-        warn_once(f"build-{k.name}-{hash(str(k))}",
-                  f"brrr: kernel {k.name} failed to build; its ops run through ATen "
-                  f"instead ({str(err).splitlines()[0]})")
+        logger.debug("kernel %s failed to build: %s", k.name, err)
+        first = err.first_error if isinstance(err, BuildError) else str(err)
+        where = f" (source: {err.source})" if getattr(err, "source", "") else ""
+        fallback(f"build-{k.name}-{hash(str(k))}",
+                 f"brrr: kernel {k.name} failed to build: {first}{where}; its ops run "
+                 "through ATen instead (the whole compiler output: logging level DEBUG on "
+                 "the 'brrr' logger)", cfg.strict)
         return None
 
 

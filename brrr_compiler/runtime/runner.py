@@ -17,8 +17,11 @@ import networkx as nx
 import sympy
 import torch
 import torch.fx
+from torch.autograd import profiler as autograd_profiler
 
-from brrr_compiler.log import warn_once
+from brrr_compiler.log import fallback
+from brrr_compiler.runtime.meta_check import checker, first_call_checked, spec_of
+from brrr_compiler.runtime.profiling import ProfiledRunner
 from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
 from brrr_compiler.symbolic import size_sources
 
@@ -91,6 +94,8 @@ def make_call(kernel: CompiledKernel, offsets=()):
         call = _checked(call, kernel.take_error, kernel.name)
     call.__name__ = call.__qualname__ = kernel.name
     call.__module__ = "brrr"
+    # what the profiled runner and the runnable dump need to know about this call
+    call.brrr_kernel, call.brrr_offsets = kernel, tuple(offsets)
     return call
 
 
@@ -147,11 +152,12 @@ def _units(plan, compiled: dict[int, CompiledKernel]):
     return dag, grouped
 
 
-def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> tuple[dict, nx.DiGraph, dict]:
+def _acyclic(plan, compiled: dict[int, CompiledKernel],
+             strict: bool = False) -> tuple[dict, nx.DiGraph, dict]:
     """`compiled` less the kernels that would wait on each other, and its `_units`: a
     group whose nodes are not connected inside it can feed, through ATen calls, another
     that feeds it. The groups on such a cycle run through ATen instead (a partitioning
-    miss, never a crash)."""
+    miss, never a crash; under `strict`, an error)."""
     compiled = dict(compiled)
     while True:
         dag, grouped = _units(plan, compiled)
@@ -163,16 +169,26 @@ def _acyclic(plan, compiled: dict[int, CompiledKernel]) -> tuple[dict, nx.DiGrap
         dropped = sorted({key for edge in cycle for kind, key in edge[:2] if kind == "group"})
         for gid in dropped:
             names = compiled.pop(gid).name
-            warn_once(f"cycle-{names}", f"brrr: kernel {names} is on a cycle with other "
-                                        "kernels through ATen calls; its ops run through ATen instead")
+            fallback(f"cycle-{names}", f"brrr: kernel {names} is on a cycle with other "
+                                       "kernels through ATen calls; its ops run through ATen "
+                                       "instead", strict)
 
 
-def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphModule:
-    """The FX program for `plan`, with groups in `compiled` replaced by kernel calls."""
+def kernels_run(plan, compiled: dict[int, CompiledKernel]) -> dict[int, CompiledKernel]:
+    """The kernels build_runner calls: `compiled` less those on a cycle (_acyclic)."""
+    return _acyclic(plan, compiled)[0]
+
+
+def build_runner(plan, compiled: dict[int, CompiledKernel],
+                 check: bool = False, strict: bool = False) -> torch.fx.GraphModule:
+    """The FX program for `plan`, with groups in `compiled` replaced by kernel calls.
+    `check`: the first call's runner, which checks the tensors kernels read from ATen
+    against their FakeTensors (meta_check.py); its findings go to `runner.found`.
+    `strict`: a kernel dropped from a cycle is an error (Config.strict)."""
     src = plan.graph.graph
     by_name = {n.name: n for n in src.nodes}
     groups = {g.id: g for g in plan.groups}
-    compiled, dag, grouped = _acyclic(plan, compiled)
+    compiled, dag, grouped = _acyclic(plan, compiled, strict)
     units = nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"])
     sources = size_sources(src)
     graph, env = torch.fx.Graph(), {}
@@ -180,9 +196,16 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
     def is_aten(n):
         return n not in grouped
 
+    found: list = []
+    read = _read_by_kernels(plan, compiled, grouped) if check else set()
+    specs = {n.name: spec_of(n.meta["val"]) for n in read}
+    expect = checker(found, specs)
     for kind, key in units:
         if kind == "node":
-            env[by_name[key]] = _aten_call(graph, by_name[key], env, is_aten)
+            node = by_name[key]
+            env[node] = _aten_call(graph, node, env, is_aten)
+            if node in read:
+                env[node] = _expect(graph, node, env[node], expect)
         else:
             env.update(_kernel_call(graph, env, compiled[key], groups[key].outputs, by_name,
                                     sources, is_aten))
@@ -190,7 +213,53 @@ def build_runner(plan, compiled: dict[int, CompiledKernel]) -> torch.fx.GraphMod
     # boxed code: forward(self, args) unpacks and clears the list, so each input is
     # freed at its last use instead of living for the whole call (peak memory)
     graph.set_codegen(torch.fx.graph._BoxedCodeGen())
-    return torch.fx.GraphModule(plan.graph, graph)
+    runner = torch.fx.GraphModule(plan.graph, graph)
+    runner.found = found
+    return runner
+
+
+def _read_by_kernels(plan, compiled, grouped) -> set:
+    """The ATen-made values a kernel reads, directly or through views the runner builds
+    from FakeTensor strides, and the graph's inputs: the tensors whose real layout the
+    kernels assume."""
+    read = {n for n in plan.graph.graph.nodes if n.op == "placeholder"}
+    for g in plan.groups:
+        if g.id in compiled:
+            read |= {a for n in g.nodes for a in n.all_input_nodes if a not in grouped}
+    for n in list(read):        # a static view reads its root's storage with fixed strides
+        while n.op == "call_function" and as_reinterpret(n) is not None:
+            n = n.args[0]
+            read.add(n)
+    return {n for n in read if spec_of(n.meta.get("val")) is not None
+            and not _built_from_root(n)}
+
+
+def _built_from_root(node) -> bool:
+    # such a view is built from its (checked) root with the view's own FakeTensor strides
+    return node.op == "call_function" and as_reinterpret(node) is not None
+
+
+def _expect(graph, node, value, expect):
+    mutated = any(u.target is torch.ops.aten.copy_.default and u.args[0] is node
+                  for u in node.users)
+    call = graph.call_function(expect, (value, node.name, not mutated))
+    call.name, call.meta = f"{node.name}_checked", dict(node.meta)
+    return call
+
+
+def guarded_runner(plan, compiled: dict[int, CompiledKernel], every_call: bool = False,
+                   strict: bool = False, name: str = "graph"):
+    """A boxed callable running `plan`: the checking runner on the first call, then the
+    plain one unless the check found a tensor to repair (meta_check.py); with
+    `every_call` (option check_strides) the checking runner on every call. `name`: the
+    graph's profiler range (boxed)."""
+    plain = build_runner(plan, compiled, strict=strict)
+    checking = boxed(build_runner(plan, compiled, check=True, strict=strict), name)
+    checking.found = checking.runner.found
+    run = checking if every_call else first_call_checked(checking, boxed(plain, name))
+    run._boxed_call = True
+    run.runner = plain
+    return run
 
 
 def _kernel_call(graph, env, kernel, outputs, by_name, sources, is_aten) -> dict:
@@ -239,12 +308,15 @@ def _size_arg(graph, env, source):
     return graph.call_function(torch.ops.aten.sym_size.int, (env[node], dim))
 
 
-def boxed(gm: torch.fx.GraphModule):
+def boxed(gm: torch.fx.GraphModule, name: str = "graph"):
     """AOTAutograd's boxed calling convention: one list of args, cleared on entry by the
-    runner's own (boxed) code."""
-    forward = gm.forward
+    runner's own (boxed) code. While a profiler runs, the graph is a range `brrr::<name>`
+    and each kernel an event in it (profiling.py; one bool checked per call otherwise)."""
+    forward, profiled = gm.forward, ProfiledRunner(gm, name)
 
     def run(args):
+        if autograd_profiler._is_profiler_enabled:
+            return profiled(list(args) if not isinstance(args, list) else args)
         return forward(list(args) if not isinstance(args, list) else args)
 
     run._boxed_call = True

@@ -31,6 +31,7 @@ import threading
 from dataclasses import dataclass
 
 from brrr_compiler.log import warn_once
+from brrr_compiler.runtime import cache
 
 BASE_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-std=c++17", "-w")
 NATIVE_FLAG = "-march=native"
@@ -128,7 +129,9 @@ def _probe_cached(name: str, cache_dir: str | None = None) -> Toolchain | None:
 
 
 def _probe_on_disk(cxx: str, cache_dir: str) -> Toolchain | None:
-    """_probe(cxx), remembered in `cache_dir` while the binary and the CPU stay the same."""
+    """_probe(cxx), remembered in `cache_dir` while the binary and the CPU stay the same
+    (a record names the compiler brrr runs: it is read only from a trusted directory)."""
+    cache_dir = cache.usable_dir(cache_dir)
     st = os.stat(cxx)
     key = hashlib.sha256(f"{cxx}\0{st.st_mtime_ns}\0{st.st_size}\0{cpu_fingerprint()}".encode())
     record = os.path.join(cache_dir, f"toolchain-{key.hexdigest()[:16]}.json")

@@ -29,8 +29,9 @@ from brrr_compiler.codegen import triton as triton_codegen
 from brrr_compiler.codegen import triton_schedule
 from brrr_compiler.codegen.triton_schedule import DEFAULT_SM_COUNT
 from brrr_compiler.kernel_ir import Kernel
-from brrr_compiler.log import logger, warn_once
-from brrr_compiler.runtime.build import _fallback_dir, _write_atomic
+from brrr_compiler.log import fallback, logger
+from brrr_compiler.runtime import cache
+from brrr_compiler.runtime.build import _write_atomic
 from brrr_compiler.runtime.runner import CompiledKernel
 
 _modules: dict[str, object] = {}
@@ -71,27 +72,32 @@ def module_key(source: str) -> str:
     return hashlib.sha256(f"{source}\0triton {triton.__version__} {mode}".encode()).hexdigest()
 
 
-def _write(source: str, cache_dir: str, key: str) -> str:
-    path = os.path.join(os.fspath(cache_dir), "triton", key[:2], key + ".py")
+def _write(source: str, cache_dir: str, key: str, max_bytes: int = 0) -> str:
+    root = cache.usable_dir(cache_dir)
+    path = os.path.join(root, "triton", key[:2], key + ".py")
     try:
         with open(path) as f:
             if f.read() == source:
+                cache.touch(path)
                 return path
     except OSError:
         pass
     try:
         _write_atomic(path, source.encode())
     except OSError as err:
-        path = os.path.join(_fallback_dir(os.fspath(cache_dir), err), "triton", key + ".py")
+        root = cache.fallback_dir(root, f"is not usable ({err})")
+        path = os.path.join(root, "triton", key + ".py")
         _write_atomic(path, source.encode())
+    cache.evict(root, max_bytes, added=len(source))
     return path
 
 
-def load_module(source: str, cache_dir: str):
-    """Write `source` into the cache (unless there) and import it; once per process."""
+def load_module(source: str, cache_dir: str, max_bytes: int = 0):
+    """Write `source` into the cache (unless there) and import it; once per process.
+    `max_bytes`: the cache's size cap (runtime/cache.py)."""
     key = module_key(source)
     if key not in _modules:
-        path = _write(source, cache_dir, key)
+        path = _write(source, cache_dir, key, max_bytes)
         name = f"brrr_triton_{key[:24]}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -150,7 +156,7 @@ def _error_word(launch, device):
 
 def _build(kernels: dict[int, Kernel], out_specs, cfg, device):
     source = triton_codegen.module_source(list(kernels.values()), sm_count(device))
-    module = load_module(source, cfg.cache_dir)
+    module = load_module(source, cfg.cache_dir, cfg.cache_max_bytes)
     for k in kernels.values():
         _warmup(k, module, device)
     return {gid: _compiled(k, module, gid, out_specs[gid], device)
@@ -171,9 +177,10 @@ def build_triton_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list],
         try:
             one, source = _build({gid: k}, out_specs, cfg, device)
         except Exception as err:
-            warn_once(f"triton-build-{k.name}-{hash(str(k))}",
-                      f"brrr: Triton kernel {k.name} failed to build; its ops run through "
-                      f"ATen instead ({str(err).splitlines()[0] if str(err) else type(err).__name__})")
+            fallback(f"triton-build-{k.name}-{hash(str(k))}",
+                     f"brrr: Triton kernel {k.name} failed to build: "
+                     f"{str(err).splitlines()[0] if str(err) else type(err).__name__}; its ops "
+                     "run through ATen instead", cfg.strict)
             continue
         compiled.update(one)
         sources.append(source)
@@ -182,12 +189,19 @@ def build_triton_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list],
 
 # ---- CUDA graphs ---------------------------------------------------------------------
 
-def cudagraphs(run, graph: torch.fx.GraphModule, compiled: dict):
+def cudagraphs(run, graph: torch.fx.GraphModule, compiled: dict, asked: bool = True,
+               strict: bool = False):
     """`run` (a boxed compiled graph) replayed from one CUDA graph, when that is safe;
-    else `run` itself, with one warning saying why."""
+    else `run` itself. `asked`: the cudagraphs option asked for them, so a refusal is a
+    fallback (one warning saying why; under `strict` an error); else the mode only
+    prefers them, and a refusal is logged."""
     reason = _cudagraph_refusal(graph, compiled)
     if reason is not None:
-        warn_once(f"cudagraphs-{reason}", f"brrr: option cudagraphs=True ignored: {reason}")
+        if asked:
+            fallback(f"cudagraphs-{reason}", f"brrr: option cudagraphs=True ignored: {reason}",
+                     strict)
+        else:
+            logger.info("brrr: CUDA graphs not used for this graph: %s", reason)
         return run
     replay = _CudaGraphReplay(run)
 

@@ -40,6 +40,11 @@ CASES = {
     "layer_norm_mean_loss": (lambda x: F.layer_norm(x, (32,)).exp().mean(), (_r(64, 32),)),
     "row_and_column_sums": (lambda x, y: ((x * y).softmax(-1), (x * y).sum(0),
                                           (x * 2).mean(0, keepdim=True) / 3), (_r(64, 32), _r(64, 32))),
+    # an indirect load: the index is data, the footprint the input's whole extent
+    "gather": (lambda x, i: torch.gather(x, 1, i) * 2,
+               (_r(64, 32), torch.randint(0, 32, (64, 4), generator=torch.Generator().manual_seed(0)))),
+    "cross_entropy": (lambda x, t: F.cross_entropy(x, t),
+                      (_r(64, 32), torch.randint(0, 32, (64,), generator=torch.Generator().manual_seed(0)))),
 }
 
 

@@ -1,4 +1,5 @@
-"""DeviceSpec: JSON in the cache dir, defaults, presets, and `brrr calibrate`."""
+"""DeviceSpec: JSON in the calibration dir (or, as older versions kept it, the cache dir),
+defaults, presets, and `brrr calibrate`."""
 import pytest
 import torch
 
@@ -27,6 +28,17 @@ def test_unreadable_calibration_warns_and_falls_back(tmp_path):
         assert current_device_spec(str(tmp_path)).name == "generic-cpu"
 
 
+def test_calibration_dir_first_then_the_cache_dir_of_older_versions(tmp_path):
+    calibration, cache = tmp_path / "config", tmp_path / "cache"
+    old = generic_cpu(threads=2).replace(name="old", source="calibrated long ago")
+    save_device_spec(old, str(cache))
+    assert current_device_spec([str(calibration), str(cache)]) == old
+    new = old.replace(name="new")
+    save_device_spec(new, str(calibration))
+    assert current_device_spec([str(calibration), str(cache)]) == new
+    assert resolve_device(None, [str(calibration), str(cache)]) == new
+
+
 def test_gpu_presets_from_datasheets():
     a100, h100, h200 = PRESETS["a100"], PRESETS["h100"], PRESETS["h200"]
     assert a100.dram_bandwidth == 2.039e12 and h100.dram_bandwidth == 3.35e12
@@ -50,15 +62,19 @@ def test_resolve_device_option(tmp_path):
 def test_calibrate_subcommand_and_measurements():
     args = build_parser().parse_args(["calibrate", "--cache-dir", "/tmp/x", "--dry-run"])
     assert args.command == "calibrate" and args.dry_run and args.cache_dir == "/tmp/x"
+    assert args.calibration_dir is None
+    args = build_parser().parse_args(["calibrate", "--calibration-dir", "/tmp/k"])
+    assert args.calibration_dir == "/tmp/k" and not args.dry_run
     l2, llc = _cache_sizes()
     assert 0 < l2 <= llc
-    assert copy_bandwidth(1 << 20, calls=5) > 1e8        # bytes/s of a 1 MB copy
+    bandwidth = copy_bandwidth(1 << 20, calls=5)         # bytes/s of a 1 MB copy
+    assert 0 < bandwidth < float("inf")                  # no speed asserted: machines vary
 
 
 @pytest.mark.slow
 def test_calibrate_saves_a_spec_later_compiles_load(tmp_path):
     import brrr_compiler
-    spec = brrr_compiler.calibrate(str(tmp_path))
+    spec = brrr_compiler.calibrate(str(tmp_path / "cache"), calibration_dir=str(tmp_path))
     assert isinstance(spec, DeviceSpec) and spec.source.startswith("calibrated")
     for value in (spec.dram_bandwidth, spec.cache_bandwidth, spec.transcendentals,
                   spec.flops["float32"], spec.flops["float64"], spec.kernel_overhead_s):

@@ -1,8 +1,10 @@
 """Training graphs whose saved tensors, mutated inputs and multi-output ops have other
 strides or dtypes than the plain case: each checked against eager, gradients included."""
+import pytest
 import torch
+from torch.testing import assert_close
 
-from tests.helpers import check_against_eager
+from tests.helpers import LOW_PRECISION_TOL, check_against_eager
 
 
 def _spd(n, batch=()):
@@ -26,3 +28,100 @@ def test_effect_token_op_between_kernels():
         u = torch.linalg.cholesky(a * 2.0 + 1.0, upper=True)
         return (u.sin() * 3.0).exp()
     check_against_eager(f, _spd(6, (2,)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_batch_norm_with_update_running_stats(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(5, 5, 5, dtype=dtype)
+    w, b, mean = (torch.randn(5, dtype=dtype) for _ in range(3))
+    var = torch.rand(5, dtype=dtype)
+
+    def f(x, w, b, mean, var):
+        out = torch.ops.aten._batch_norm_with_update(x, w, b, mean, var, 0.1, 1e-5)
+        return out[:3]
+    check_against_eager(f, x, w, b, mean, var, grad=False)
+
+    # the updated statistics, written back into the inputs, match eager's
+    m1, v1, m2, v2 = mean.clone(), var.clone(), mean.clone(), var.clone()
+    f(x, w, b, m1, v1)
+    torch.compile(f, backend="brrr")(x, w, b, m2, v2)
+    tol = LOW_PRECISION_TOL.get(dtype, {})
+    assert_close(m2, m1, **tol)
+    assert_close(v2, v1, **tol)
+
+
+# An op whose fake kernel disagrees with its real one, as _batch_norm_with_update_
+# functional's did for half-precision running statistics: brrr's kernels must not read
+# the real tensor with the fake one's dtype or strides.
+@torch.library.custom_op("brrr_test::lying_dtype", mutates_args=())
+def _lying_dtype(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).to(torch.bfloat16)
+
+
+@_lying_dtype.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("brrr_test::lying_strides", mutates_args=())
+def _lying_strides(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).t().contiguous().t()
+
+
+@_lying_strides.register_fake
+def _(x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@pytest.mark.parametrize("op", [_lying_dtype, _lying_strides])
+def test_fallback_whose_fake_kernel_lies_feeds_a_kernel(op):
+    def f(x):
+        y = op(x)
+        return (y.float() * 3.0 + 1.0).exp().sum(-1), y.float().sin()
+    x = torch.randn(33, 17)
+    sink = check_against_eager(f, x, grad=False, atol=1e-2, rtol=1e-2)
+    assert sum(len(r.kernels) for r in sink) >= 1
+    compiled = torch.compile(f, backend="brrr")
+    for _ in range(2):          # the second call runs the runner the first one settled on
+        for a, e in zip(compiled(x), f(x)):
+            assert_close(a, e, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("act", [torch.nn.functional.mish, torch.nn.functional.silu,
+                                 torch.nn.functional.relu])
+def test_in_place_activation_on_an_input_autograd_saved(act):
+    # the forward saves the input for the backward and also writes the result into it
+    def f(x):
+        return act(x, inplace=True)
+    results = []
+    for compile_ in (False, True):
+        torch._dynamo.reset()
+        leaf = torch.randn(6, 7, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        x = leaf.clone()
+        out = (torch.compile(f, backend="brrr") if compile_ else f)(x)
+        (out * torch.arange(42.0).view(6, 7)).sum().backward()
+        results.append((out.detach(), x.detach(), leaf.grad))
+    for a, e in zip(results[1], results[0]):
+        assert_close(a, e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_norm_statistics_dtypes(dtype):
+    # mean and rstd come back in the input's dtype on the CPU, as eager's kernels return
+    # them (check_against_eager compares dtypes)
+    x = torch.randn(4, 6, 8, dtype=dtype)
+    w8, b8, w6, b6 = (torch.randn(n, dtype=dtype) for n in (8, 8, 6, 6))
+    check_against_eager(lambda x, w, b: torch.ops.aten.native_layer_norm(x, [8], w, b, 1e-5),
+                        x, w8, b8, grad=False)
+    check_against_eager(lambda x, w, b: torch.ops.aten.native_group_norm(
+        x, w, b, 4, 6, 8, 3, 1e-5), x, w6, b6, grad=False)
+
+
+def test_check_strides_option_checks_every_call():
+    def f(x):
+        return (_lying_strides(x) * 3.0).exp()
+    compiled = torch.compile(f, backend="brrr", options={"check_strides": True})
+    for n in (5, 5, 9):            # a new size recompiles; every call runs the checks
+        x = torch.randn(n, n + 2)
+        assert_close(compiled(x), f(x))

@@ -53,8 +53,10 @@ def test_all_targets_ignored_gives_nan_like_eager():
     lambda x: (x.amax(-1) > 0).all(),
 ], ids=["sum_of_row_sums", "mean_of_row_max", "scaled_lse_sum", "mean_var_keepdim", "all"])
 def test_row_reductions_then_one_value_is_one_kernel(fn):
-    x = torch.randn(33, 257)
-    reports = check_against_eager(fn, x, grad=False)
+    x = torch.randn(33, 257, generator=torch.Generator().manual_seed(0))
+    # a sum of 8481 values in another order than eager's: its rounding error scales with
+    # the sum of |x| (about 6800), not with the (cancelled) result
+    reports = check_against_eager(fn, x, grad=False, atol=1e-6 * x.abs().sum().item(), rtol=0)
     assert len(reports[0].kernels) == 1 and compute_calls(reports[0]) == [], reports[0]
 
 

@@ -7,7 +7,7 @@ from torch.fx import Interpreter
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 
-from passes import LAYOUT_FREE_OUTPUTS, run_pipeline
+from brrr_compiler.passes import LAYOUT_FREE_OUTPUTS, run_pipeline
 
 aten = torch.ops.aten
 CL = torch.channels_last

@@ -8,8 +8,8 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import FileCheck, assert_close
 
-import passes
-from passes import PASSES, PIPELINE, run_pipeline
+from brrr_compiler import passes
+from brrr_compiler.passes import PASSES, PIPELINE, run_pipeline
 
 aten = torch.ops.aten
 
@@ -64,11 +64,32 @@ def test_passes_import_only_torch_stdlib_and_log():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 names = [node.module]
             else:
-                continue
+                continue        # relative imports stay inside passes/
             for name in names:
                 top = name.split(".")[0]
-                ok = top in sys.stdlib_module_names or top in ("torch", "passes")
+                ok = top in sys.stdlib_module_names or top == "torch"
                 assert ok or name == "brrr_compiler.log", f"{path.name} imports {name}"
+
+
+def test_only_the_driver_imports_passes():
+    """passes/ is installed as brrr_compiler.passes; inside brrr_compiler only the driver
+    (backend.py) names it."""
+    package = pathlib.Path(passes.__file__).parents[1] / "brrr_compiler"
+    importers = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "brrr_compiler":
+                names = ["brrr_compiler." + a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n.split(".")[:2] == ["brrr_compiler", "passes"] or n.split(".")[0] == "passes"
+                   for n in names):
+                importers.add(path.relative_to(package).as_posix())
+    assert importers == {"backend.py"}

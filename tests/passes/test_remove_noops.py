@@ -4,7 +4,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import FileCheck, assert_close
 
-from passes import run_pipeline
+from brrr_compiler.passes import run_pipeline
 
 aten = torch.ops.aten
 BIG = 9223372036854775807

@@ -349,9 +349,11 @@ def test_explain_reports_the_fallback(tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="failed to build"):
         report = brrr_compiler.explain(_two_kernel_fn, torch.randn(4, 5, generator=gen),
                                        torch.randn(5, 3, generator=gen),
-                                       cache_dir=str(tmp_path))
+                                       options={"cache_dir": str(tmp_path)})
     assert not report.kernels
     assert "aten.sin.default" in str(report)
+    reasons = {c.op: c.reason for c in report.graphs[0].aten_calls}
+    assert "was not built" in reasons["aten.sin.default"], reasons
 
 
 # ---- a plan whose kernels would wait on each other -----------------------------------
