@@ -125,7 +125,7 @@ def _shape(s: Stmt) -> list[str]:
 
 
 def _index(k: Kernel, phase: Phase, index, seen: set[str]) -> list[str]:
-    allowed = set(k.size_vars) | (set() if phase.once else set(k.loop_vars))
+    allowed = set(k.size_vars) | (set() if phase.once and phase.loop else set(k.loop_vars))
     if phase.loop:
         allowed |= set(k.reduction_vars)
     free = sympy.sympify(index).free_symbols
