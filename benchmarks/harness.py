@@ -8,6 +8,7 @@ set beside the streaming bandwidth measured in the same process (`stream_bandwid
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import os
 import platform
@@ -215,7 +216,8 @@ def backend_spec(name: str) -> tuple[str, dict]:
     """A suite's backend name -> (torch.compile backend name, options).
 
     "brrr:<policy>" is brrr with options={"fusion": "<policy>"}, "brrr:<key>=<value>" brrr
-    with options={"<key>": "<value>"}; plain "brrr" is brrr with its default configuration.
+    with options={"<key>": <value>} (a Python literal, True or 2, else the string); plain
+    "brrr" is brrr with its default configuration.
     """
     base, _, suffix = name.partition(":")
     if suffix and base != "brrr":
@@ -223,6 +225,10 @@ def backend_spec(name: str) -> tuple[str, dict]:
     if not suffix:
         return base, {}
     key, eq, value = suffix.partition("=")
+    try:
+        value = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        pass                      # a plain word: the string itself
     return base, ({key: value} if eq else {"fusion": suffix})
 
 

@@ -108,7 +108,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     # for the cost model; older versions kept the calibration in the cache dir
     machine = resolve_device(cfg.device, (cfg.calibration_dir, cfg.cache_dir), device)
     plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
-                     device=device, allow_across=(target == "cpp"))
+                     device=device,
+                     allow_across=(target == "cpp" and cfg.fold_across_rows))
     dumps.write("fusion_plan.txt", lambda: str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
     not_run: dict = {}                  # group id -> why it runs through ATen

@@ -88,6 +88,11 @@ class Config:
     # and at least as accurate, but not eager's bits; inductor's default does the same
     # but also drops the program's own casts)
     low_precision: str = "float32"
+    # fold reductions of another order into row kernels (C++ target): a loss's full sum,
+    # cross-entropy's mean over rows, LayerNorm's weight and bias gradients beside its
+    # row sums, as per-thread partials added in thread order (so such sums depend on the
+    # thread count, never on timing); False gives them kernels of their own
+    fold_across_rows: bool = True
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -120,6 +125,7 @@ _OPTIONS = {
     "check_strides": (as_bool, "BRRR_CHECK_STRIDES"),
     "verify_ir": (as_bool, "BRRR_VERIFY_IR"),
     "low_precision": (_choice(*LOW_PRECISION_MODES), "BRRR_LOW_PRECISION"),
+    "fold_across_rows": (as_bool, "BRRR_FOLD_ACROSS_ROWS"),
 }
 _ENV = {env: key for key, (_, env) in _OPTIONS.items() if env}
 # options that may be None, meaning "the default's rule" (the comments in Config)

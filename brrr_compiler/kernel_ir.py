@@ -8,7 +8,12 @@ statements once; a loop phase runs them for every point of the reduction domain
 name is visible to later phases. A `reduce` in a scalar phase folds a per-row value
 across all rows instead; its result exists only in the kernel's last phase, a `once`
 phase that runs a single time after every row is done (cross-entropy's mean over the
-batch). A pointwise kernel is one scalar phase and no reduction domain. Statements are SSA, one
+batch). A `column_reduce` in a loop phase folds a value across rows too, one
+accumulator per point of the reduction domain (its `index`, a flat position there):
+its result exists only in the kernel's `columns` phase, a once phase that is a loop
+(runs one time after every row, over the reduction domain) and computes and stores what
+depends on it (LayerNorm's weight and bias gradients beside its row kernel). A
+pointwise kernel is one scalar phase and no reduction domain. Statements are SSA, one
 value each. Several readers walk the same IR: the C++ and Triton printers, the byte/flop
 counter, and the verifier (kernel_verify.py), which states these rules as checks.
 """
@@ -34,10 +39,12 @@ BINARY = frozenset({
     "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
 })
 TERNARY = frozenset({"where"})
-STRUCTURAL = frozenset({"load", "store", "const", "cast", "reduce", "index", "bounded"})
+STRUCTURAL = frozenset({"load", "store", "const", "cast", "reduce", "index", "bounded",
+                        "column_reduce"})
 # "bounded": out = args[0] if 0 <= args[0] < index (an extent) else 0, and the kernel
 # reports an out-of-bounds error to the runtime (eager raises for such indices)
 # reduce kinds: Stmt(op="reduce", value=kind, args=(x,)); argmax/argmin fold (value, index)
+# column_reduce: Stmt(op="column_reduce", value="sum", args=(x,), index=position in a row)
 REDUCTIONS = frozenset({"sum", "prod", "max", "min", "any", "all", "argmax", "argmin"})
 
 
@@ -76,7 +83,13 @@ class Stmt:
 class Phase:
     loop: bool                         # True: runs once per point of the reduction domain
     body: list[Stmt]
-    once: bool = False                 # runs one time, after all rows (never a loop)
+    once: bool = False                 # runs one time, after all rows; a loop: over the
+    #                                    reduction domain (the columns phase)
+
+    @property
+    def per_row_loop(self) -> bool:
+        """A loop phase run for every row (not the columns phase)."""
+        return self.loop and not self.once
 
 
 @dataclass
@@ -106,8 +119,15 @@ class Kernel:
 
     @property
     def folds_across(self) -> bool:
-        """Does the kernel fold values across rows (and end with a `once` phase)?"""
-        return any(p.once for p in self.phases)
+        """Does the kernel fold values across rows into single values (and end with a
+        scalar `once` phase)?"""
+        return any(p.once and not p.loop for p in self.phases)
+
+    @property
+    def folds_columns(self) -> bool:
+        """Does the kernel fold values across rows per column (and end with a `columns`
+        phase)?"""
+        return any(p.once and p.loop for p in self.phases)
 
     @property
     def is_reduction(self) -> bool:
@@ -136,7 +156,8 @@ class Kernel:
         red = ", ".join(f"{v} < {r}" for v, r in zip(self.reduction_vars, self.reduction_ranges))
         lines = [f"kernel {self.name} over [{loops}]" + (f" reducing [{red}]" if red else "")]
         for p in self.phases:
-            lines.append("  loop:" if p.loop else "  once:" if p.once else "  scalar:")
+            lines.append("  columns:" if p.loop and p.once else "  loop:" if p.loop
+                         else "  once:" if p.once else "  scalar:")
             lines += ["    " + format_stmt(s) for s in p.body]
         return "\n".join(lines)
 
@@ -155,6 +176,8 @@ def format_stmt(s: Stmt) -> str:
         return f"{s.out}: {dt} = bounded({s.args[0]}, {s.index})"
     if s.op == "reduce":
         return f"{s.out}: {dt} = reduce_{s.value}({', '.join(s.args)})"
+    if s.op == "column_reduce":
+        return f"{s.out}: {dt} = column_{s.value}[{s.index}]({s.args[0]})"
     return f"{s.out}: {dt} = {s.op}({', '.join(s.args)})"
 
 

@@ -9,10 +9,13 @@ Rules:
 - SSA: every value is defined once and before its use, and is visible where it is used:
   a scalar phase's values in every later non-`once` phase, a loop phase's only in that
   phase except its `reduce` results (accumulators), which later phases read; a `once`
-  phase (last, at most one, never a loop) reads the folds across rows and its own values;
+  phase (at most one, not a loop) reads the folds across rows and its own values; a
+  `columns` phase (a once phase that is a loop, at most one, last) reads the column
+  folds (`column_reduce`, only in per-row loop phases) and its own values, and indexes
+  no loop variable (it runs once, after every row);
 - ops: every op is a scalar op of known arity or a structural one with its own shape
-  (load/const/index: no args; store/cast/bounded: one; reduce: one, or two for
-  argmax/argmin's value and index) and a known reduction kind;
+  (load/const/index: no args; store/cast/bounded/column_reduce: one; reduce: one, or two
+  for argmax/argmin's value and index) and a known reduction kind;
 - indices: only loop and reduction variables, size variables and SSA values used as
   indices (gather's bounded index); a scalar phase's index has no reduction variable.
 """
@@ -23,7 +26,7 @@ import sympy
 from brrr_compiler.kernel_ir import REDUCTIONS, STRUCTURAL, Kernel, Phase, Stmt, arity
 
 _NO_ARGS = frozenset({"load", "const", "index"})
-_ONE_ARG = frozenset({"store", "cast", "bounded"})
+_ONE_ARG = frozenset({"store", "cast", "bounded", "column_reduce"})
 
 
 class KernelIRError(ValueError):
@@ -35,9 +38,10 @@ def verify(kernel: Kernel) -> Kernel:
     problems = _loops(kernel) + _buffers(kernel) + _phase_order(kernel)
     visible: set[str] = set()            # values later phases may read
     across: set[str] = set()             # folds across rows: read by the once phase only
+    columns: set[str] = set()            # column folds: read by the columns phase only
     defined: set[str] = set()
     for n, phase in enumerate(kernel.phases):
-        seen = set(across) if phase.once else set(visible)
+        seen = set(columns if phase.loop else across) if phase.once else set(visible)
         for stmt in phase.body:
             where = f"phase {n} `{stmt.out or stmt.op}`"
             problems += [f"{where}: {p}" for p in _stmt(kernel, phase, stmt, seen)]
@@ -48,6 +52,7 @@ def verify(kernel: Kernel) -> Kernel:
                 seen.add(stmt.out)
         visible |= _exported(phase, seen)
         across |= {s.out for s in phase.body if s.op == "reduce" and not phase.loop}
+        columns |= {s.out for s in phase.body if s.op == "column_reduce"}
     if problems:
         raise KernelIRError(f"kernel {kernel.name}:\n  " + "\n  ".join(problems))
     return kernel
@@ -69,11 +74,13 @@ def _buffers(k: Kernel) -> list[str]:
 
 
 def _phase_order(k: Kernel) -> list[str]:
-    once = [n for n, p in enumerate(k.phases) if p.once]
-    problems = [f"phase {n} is both once and a loop" for n in once if k.phases[n].loop]
-    if len(once) > 1 or (once and once[0] != len(k.phases) - 1):
-        problems.append(f"once phases at {once}: at most one, and last")
-    return problems
+    once = [n for n, p in enumerate(k.phases) if p.once and not p.loop]
+    cols = [n for n, p in enumerate(k.phases) if p.once and p.loop]
+    tail = list(range(len(k.phases) - len(once) - len(cols), len(k.phases)))
+    if len(once) > 1 or len(cols) > 1 or once + cols != tail:
+        return [f"once phases at {once}, columns phases at {cols}: at most one each, "
+                "last, the columns phase after the once phase"]
+    return []
 
 
 def _exported(phase: Phase, seen: set[str]) -> set[str]:
@@ -91,8 +98,10 @@ def _stmt(k: Kernel, phase: Phase, s: Stmt, seen: set[str]) -> list[str]:
         problems.append(f"loads {s.buffer}, not an input or scratch buffer")
     if s.op == "store" and s.buffer not in _names(k.outputs + k.scratch):
         problems.append(f"stores to {s.buffer}, not an output or scratch buffer")
-    if s.buffer in _names(k.scratch) and not phase.loop:
+    if s.buffer in _names(k.scratch) and not phase.per_row_loop:
         problems.append(f"scratch {s.buffer} used outside a loop phase")
+    if s.op == "column_reduce" and (not phase.per_row_loop or s.value != "sum"):
+        problems.append(f"column_reduce_{s.value} outside a per-row loop phase, or not a sum")
     if s.index is not None:
         problems += _index(k, phase, s.index, seen)
     return problems
@@ -116,7 +125,7 @@ def _shape(s: Stmt) -> list[str]:
 
 
 def _index(k: Kernel, phase: Phase, index, seen: set[str]) -> list[str]:
-    allowed = set(k.loop_vars) | set(k.size_vars)
+    allowed = set(k.size_vars) | (set() if phase.once and phase.loop else set(k.loop_vars))
     if phase.loop:
         allowed |= set(k.reduction_vars)
     free = sympy.sympify(index).free_symbols

@@ -27,6 +27,8 @@ def _run_quick(script: str, tmp_path, *extra: str) -> str:
     ("bench_kernels.py", "kernels.md", ["## Targets (issue 5)", "## Time per call",
                                         "## Achieved bandwidth", "stream bandwidth"]),
     ("bench_models.py", "models.md", ["## Targets (issue 5)", "## Results", "peak MB"]),
+    ("bench_norm_training.py", "norm_training.md", ["brrr:fold_across_rows=False / brrr",
+                                                    "stream bandwidth"]),
     ("bench_compile.py", "compile.md", ["## Cold and warm first call",
                                         "## Compile time vs graph size", "linear fit"]),
 ])
@@ -64,6 +66,7 @@ def test_harness_fit_and_cache_size():
     assert (slope, intercept, r2) == (pytest.approx(0.5), pytest.approx(1.0), pytest.approx(1.0))
     assert harness.backend_spec("brrr:none") == ("brrr", {"fusion": "none"})
     assert harness.backend_spec("brrr:low_precision=eager") == ("brrr", {"low_precision": "eager"})
+    assert harness.backend_spec("brrr:fold_across_rows=False") == ("brrr", {"fold_across_rows": False})
     with pytest.raises(ValueError):
         harness.backend_spec("inductor:none")
     assert harness.geomean([2.0, 8.0]) == pytest.approx(4.0)

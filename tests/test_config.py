@@ -92,14 +92,15 @@ def test_every_variable_is_read():
               "BRRR_DEBUG_DIR": "/d", "BRRR_CXX": "clang++", "BRRR_NUM_THREADS": " 3",
               "BRRR_TARGET": "cpp", "BRRR_MODE": "max-autotune", "BRRR_CUDAGRAPHS": "0",
               "BRRR_STRICT": "yes", "BRRR_CHECK_STRIDES": "true", "BRRR_LOW_PRECISION": "eager",
-              "BRRR_VERIFY_IR": "1"}
+              "BRRR_VERIFY_IR": "1", "BRRR_FOLD_ACROSS_ROWS": "0"}
     assert set(values) == set(_ENV)
     cfg = build_config(environ=values)
     assert (cfg.fusion, cfg.device, cfg.cache_dir, cfg.cache_max_bytes, cfg.calibration_dir,
             cfg.debug_dir, cfg.cxx, cfg.num_threads, cfg.target, cfg.mode, cfg.cudagraphs,
-            cfg.strict, cfg.check_strides, cfg.low_precision, cfg.verify_ir) == (
+            cfg.strict, cfg.check_strides, cfg.low_precision, cfg.verify_ir,
+            cfg.fold_across_rows) == (
         "cost", "h100", "/c", 1 << 20, "/k", "/d", "clang++", 3, "cpp", "max-autotune", False,
-        True, True, "eager", True)
+        True, True, "eager", True, False)
 
 
 def test_options_win_over_variables_and_empty_variables_are_unset():

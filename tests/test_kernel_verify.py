@@ -26,7 +26,9 @@ def _softmax_kernel():
     (lambda x: x.sum(1).sum(), (torch.randn(8, 32),)),
     (lambda x, i: x.gather(1, i) * 2, (torch.randn(4, 6), torch.randint(0, 6, (4, 3)))),
     (lambda x: x.argmax(-1), (torch.randn(4, 9),)),
-], ids=["pointwise", "softmax", "fold_across", "gather", "argmax"])
+    (lambda x, g: (x.softmax(-1) * g).sum(), (torch.randn(8, 32), torch.randn(8, 32))),
+    (lambda x: (x.softmax(-1), x.sum(0) * 2), (torch.randn(8, 32),)),
+], ids=["pointwise", "softmax", "fold_across", "gather", "argmax", "full_sum", "columns"])
 def test_lowered_kernels_pass(fn, args):
     assert verify(_kernel(fn, *args)) is not None
 
@@ -80,3 +82,20 @@ def test_store_to_an_input_and_stray_index_symbol():
                          sympy.Symbol("q7", integer=True)))
     with pytest.raises(KernelIRError, match=r"not an output(.|\n)*uses q7"):
         verify(_broken(k, len(k.phases) - 1, edit))
+
+
+def test_column_fold_read_inside_a_row():
+    """A column fold exists only in the columns phase, which indexes no loop variable."""
+    k = _kernel(lambda x: (x.softmax(-1), x.sum(0) * 2), torch.randn(8, 32))
+    cols = next(n for n, p in enumerate(k.phases) if p.loop and p.once)
+    fold = next(s for s in k.body if s.op == "column_reduce")
+    last_row = next(n for n, p in reversed(list(enumerate(k.phases))) if p.per_row_loop)
+    bad = _broken(k, last_row, lambda body: body.append(
+        Stmt("zz", torch.float32, "neg", (fold.out,))))
+    with pytest.raises(KernelIRError, match="reads .* where it is not visible"):
+        verify(bad)
+    i0 = k.loop_vars[0]
+    bad = _broken(k, cols, lambda body: body.append(
+        Stmt("zy", torch.float32, "index", index=i0)))
+    with pytest.raises(KernelIRError, match=f"uses {i0}"):
+        verify(bad)

@@ -272,8 +272,6 @@ def kernel_source(k: Kernel, num_threads: int) -> str:
                    if k.is_reduction else ""))
     if k.is_reduction:
         printer = OuterReductionPrinter if reduces_outer_dim(k) else ReductionPrinter
-        if k.folds_across and printer is OuterReductionPrinter:
-            raise NotImplementedError(f"brrr: {k.name} folds across rows of a column schedule")
         loops = printer(k, CTYPE, stmt_line, cexpr).loops(num_threads, PARALLEL_MIN_NUMEL)
     elif transposed_var(k) is not None:
         loops = tiled_loops(k, transposed_var(k), num_threads, cexpr, stmt_line,

@@ -38,7 +38,7 @@ class OnlinePair(NamedTuple):
 def online_pair(k: Kernel) -> OnlinePair | None:
     """The first pair of loop phases that one sweep can fold (see the module note)."""
     for first, second in zip(k.phases, k.phases[1:]):
-        if first.loop and second.loop:
+        if first.per_row_loop and second.per_row_loop:
             pair = _pair(first, second)
             if pair is not None:
                 return pair

@@ -24,7 +24,7 @@ LOCALITY = 1            # __builtin_prefetch locality: into L2 (0-3: nta, t2, t1
 class NextRowPrefetch:
     def __init__(self, k: Kernel, cexpr):
         self.k, self.cexpr = k, cexpr
-        loop_phases = [p for p in k.phases if p.loop]
+        loop_phases = [p for p in k.phases if p.per_row_loop]
         self.phase: Phase | None = loop_phases[1] if len(loop_phases) > 1 else None
         inner = k.reduction_vars[-1] if k.reduction_vars else None
         inputs = {b.name: b.dtype for b in k.inputs}

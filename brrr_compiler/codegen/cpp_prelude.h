@@ -29,6 +29,7 @@ double fmod(double, double);
 int omp_get_thread_num(void);
 int omp_get_num_threads(void);
 void* malloc(size_t);
+void* calloc(size_t, size_t);
 void free(void*);
 }
 

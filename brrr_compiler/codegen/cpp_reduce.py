@@ -11,11 +11,12 @@ accurate without paying for double-width vector lanes. argmax/argmin run a scala
 A row's max and sum of exps may fold in one walk (cpp_online.py). A fold across rows (a
 `reduce` in a scalar phase) keeps one partial per thread; after all rows the partials
 are combined in thread order (so results do not depend on timing) and the `once` phase
-runs.
+runs. Column folds keep a partial row per thread, combined likewise (cpp_columns.py).
 """
 from __future__ import annotations
 
 from brrr_compiler.codegen.cpp_accumulators import CLAUSE, Accumulators, arg_update, update
+from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_pair, online_walk
 from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, pragma, product, static_sizes
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
@@ -36,7 +37,8 @@ class ReductionPrinter:
         self.arg_dtype = {s.out: self.dtypes.get(s.args[0]) for s in kernel.body
                           if s.op == "reduce"}
         self.prefetch = NextRowPrefetch(kernel, cexpr)
-        self.stream = streamed_rows(kernel)       # outputs larger than the caches
+        self.columns = ColumnFolds(kernel, ctype, stmt_line, cexpr)
+        self.stream = streamed_rows(kernel) - self.columns.stored()   # outputs past the caches
         self.online = online_pair(kernel)         # max and sum of exps in one walk
         self.acc = Accumulators(ctype, self.arg_dtype)
 
@@ -44,7 +46,7 @@ class ReductionPrinter:
         out = []
         for s in stmts:
             if s.op != "reduce":
-                out.append(indent + self.stmt_line(s, self.dtypes))
+                out.append(indent + self._line(s))
             elif s.value in ("argmax", "argmin"):
                 out.append(indent + arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
             else:
@@ -52,6 +54,11 @@ class ReductionPrinter:
                 if s.value in ("max", "min"):
                     out.append(f"{indent}cn_{s.out} |= ({s.args[0]} != {s.args[0]});")
         return out
+
+    def _line(self, s: Stmt) -> str:
+        if s.op == "column_reduce":
+            return self.columns.update(s)
+        return self.stmt_line(s, self.dtypes)
 
     def loop_phase(self, phase: Phase, indent: str, split: bool = False) -> list[str]:
         reds = [s for s in phase.body if s.op == "reduce"]
@@ -89,8 +96,7 @@ class ReductionPrinter:
             lines += self.prefetch.segment(phase, indent + "  ", f"cb - ro * {m}", f"ce - ro * {m}")
         if not reds and self.stream & {s.buffer for s in phase.body if s.op == "store"}:
             lines += chunked_loop(phase.body, self.stream, inner, f"cb - ro * {m}",
-                                  f"ce - ro * {m}", lambda s: self.stmt_line(s, self.dtypes),
-                                  self.cexpr, indent + "  ")
+                                  f"ce - ro * {m}", self._line, self.cexpr, indent + "  ")
             lines += [f"{indent}  cb = ce;", f"{indent}}}"]
             return lines + ([f"{indent}brrr_stream_fence();"] if fence else [])
         lines += self.chunk(phase, reds, indent + "  ", inner, m)
@@ -184,7 +190,7 @@ class ReductionPrinter:
         lines.append(f"{indent}for (int t = 0; t < {self.threads}; ++t) {{")
         lines += [ln for r in across for ln in self.acc.combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")]
         lines += [f"{indent}}}"] + [indent + self.acc.finish(r) for r in across]
-        once = [s for p in self.k.phases if p.once for s in p.body]
+        once = [s for p in self.k.phases if p.once and not p.loop for s in p.body]
         return lines + self._body(once, indent, False)
 
     def _scratch(self, indent: str, what: str) -> list[str]:
@@ -206,12 +212,16 @@ class ReductionPrinter:
         lines += ["  const int64_t n_outer = " + " * ".join(["(int64_t)1"] + [f"n{i}" for i in range(len(k.ranges))]) + ";",
                   "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";"]
         lines += [ln for r in across for ln in self.acc.partials(r, "  ", nt)]
+        lines += self.columns.shared("  ", nt)
         lines += [f"  if (n_outer > 0 && n_outer < {nt} && n_red >= {SPLIT_MIN_RED} && {nt} > 1) {{"]
         lines += self._scratch("    ", "malloc") + self._thread_locals(across, "    ")
+        self.columns.split = True
         lines += ["    for (int64_t w = 0; w < n_outer; ++w) {"] + self._row("      ", True) + ["    }"]
+        self.columns.split = False
         lines += self._publish(across, "    ", "0") + self._scratch("    ", "free")
         lines += ["  } else if (n_outer > 0) {"] + self._parallel_rows(across, min_numel) + ["  }"]
-        return lines + (self._once(across, "  ") if across else [])
+        lines += self._once(across, "  ") if across else []
+        return lines + (self.columns.columns_phase("  ", nt, min_numel) if self.columns else [])
 
     def _parallel_rows(self, across, min_numel: int) -> list[str]:
         """Rows spread over the threads; each thread owns its scratch rows and partials."""
@@ -220,14 +230,18 @@ class ReductionPrinter:
         fork = None if sizes is None or red is None else forks(product(sizes), product(red),
                                                                min_numel)
         row = ["for (int64_t w = 0; w < n_outer; ++w) {"]
-        if not (self.k.scratch or across):
+        if not (self.k.scratch or across or self.columns):
             loop = ["    " + row[0]] + self._row("      ", False) + ["    }"]
             return parallel_loop("    ", self.threads, cond, fork, loop, bool(self.stream))
         lines = pragma("    ", f"#pragma omp parallel num_threads({self.threads})", cond, fork)
         lines += ["    {"] + self._scratch("      ", "malloc") + self._thread_locals(across, "      ")
-        lines += [] if fork is False else ["      #pragma omp for schedule(static)"]
+        lines += self.columns.thread_begin("      ")
+        # nowait: what a thread does after its rows touches only its own partials and
+        # scratch, so the region's closing barrier is the only one needed
+        lines += [] if fork is False else ["      #pragma omp for schedule(static) nowait"]
         lines += ["      " + row[0]]
-        lines += self._row("        ", False) + ["      }"]
+        lines += self._row("        ", False) + self.columns.row_end("        ") + ["      }"]
         lines += ["      brrr_stream_fence();"] if self.stream else []
         lines += self._publish(across, "      ", "omp_get_thread_num()")
+        lines += self.columns.thread_end("      ") if self.columns else []
         return lines + self._scratch("      ", "free") + ["    }"]

@@ -54,7 +54,7 @@ def _holder(k: Kernel, scratch, taken: set[str]) -> Stmt | None:
         if len(acc) != 1 or acc[0][1].op != "store":
             continue
         phase, store = acc[0]
-        if not k.phases[phase].loop or phase <= first or phase < last_read:
+        if not k.phases[phase].per_row_loop or phase <= first or phase < last_read:
             continue
         body = k.phases[phase].body
         if any(s.op == "load" and body.index(s) > body.index(store) for i, s in uses if i == phase):

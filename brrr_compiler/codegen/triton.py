@@ -329,7 +329,7 @@ def kernel_source(k: Kernel, sm_count: int = triton_schedule.DEFAULT_SM_COUNT) -
 
     if k.scratch:
         raise NotImplementedError(f"brrr: the Triton printer keeps no scratch rows ({k.name})")
-    if k.folds_across:
+    if k.folds_across or k.folds_columns:
         raise NotImplementedError(f"brrr: the Triton printer does not fold across rows ({k.name})")
     s = triton_schedule.choose(k, sm_count)
     if k.is_reduction:

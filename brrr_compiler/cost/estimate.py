@@ -140,7 +140,7 @@ def estimate_group(group, device: DeviceSpec) -> Estimate:
     """A partition Group (nodes, outputs, inputs, domain, reduced_dims), not lowered."""
     return predict(group_stats(group.nodes, group.outputs, group.inputs, group.domain,
                                group.reduced_dims, scratch=device.kind == "cpu",
-                               across=group.across), device)
+                               across=group.across, columns=group.columns), device)
 
 
 def kernel_report_fields(kernel, group, device: DeviceSpec | None) -> dict:

@@ -17,8 +17,10 @@ lower/group.py evaluates it, using only FakeTensor metadata and the op table:
     target) or the C++ printer tiles columns (a reduction over an outer dim); and
     x / d with a row-level d costs one reciprocal per row and a multiply per point;
     a loop phase folding a max/min/argmax/argmin (row schedule) runs unvectorized.
-  - A fold across rows (partition/domains.py) costs one update per row; what depends
-    on it is computed once.
+  - A fold across rows (partition/domains.py) costs one update per row (a fold of a
+    full-shape value also a row fold); what depends on it is computed once. A column
+    fold costs one column-kind fold per point, in the loop phase of its input's level;
+    what depends on it is computed once per column.
   - Bytes: each input once over what the group touches of it, except that a pointwise
     kernel reading it with a stride s along its innermost loop (x.t()) moves
     min(64, s * itemsize) bytes per element read that way.
@@ -61,6 +63,7 @@ class _GroupWalk:
         self.dropped = tuple(s for d, s in enumerate(domain) if d not in dims)
         self.stats = KernelStats(points=self.rows * self.red, rows=self.rows)
         self.final: set = set()         # members computed once, after a fold across rows
+        self.col_final: set = set()     # members computed once per column, after all rows
         self.seen: set = set()
         self.loads: dict = {}          # input node -> set of phases (None: row-level)
         self.level: dict = {}
@@ -128,7 +131,8 @@ class _GroupWalk:
             self.stats.add_op("mul", dtype, self.stats.points)
             self.stats.add_op("reciprocal", dtype, self.rows)
             return
-        count = self.stats.points if full else 1 if node in self.final else self.rows
+        count = (self.stats.points if full else 1 if node in self.final
+                 else self.red if node in self.col_final else self.rows)
         cost = ops.node_cost(node)
         if cost >= ops.TRANSCENDENTAL:           # lowered to one scalar op of that name
             self.stats.add_op(info.scalar, dtype, count, scalar=scalar)
@@ -165,13 +169,28 @@ class _GroupWalk:
         self.visit(spec.input, True, phase)
 
     def fold_across(self, node) -> None:
-        """A fold across rows: one update per row, finished once after all rows."""
+        """A fold across rows: one update per row, finished once after all rows (a fold of
+        a full-shape value: a row fold first, in the loop phase of its input's level)."""
         spec = reduction_spec(node)
         dtype = _compute_dtype(_val(node).dtype)
-        self.stats.add_op("sum" if spec.kind == "mean" else spec.kind, dtype, self.rows, reduce=True)
+        kind = "sum" if spec.kind == "mean" else spec.kind
+        self.stats.add_op(kind, dtype, self.rows, reduce=True)
         if spec.kind == "mean":
             self.stats.add_op("truediv", dtype, 1)
-        self.visit(spec.input, False, None)
+        if self.shape(spec.input) == tuple(self.domain):
+            self.stats.add_op(kind, dtype, self.stats.points, reduce=True, columns=self.columns)
+            self.visit(spec.input, True, self.level.get(spec.input, 0))
+        else:
+            self.visit(spec.input, False, None)
+
+    def fold_column(self, node) -> None:
+        """A column fold: one update per point, finished once per column."""
+        spec = reduction_spec(node)
+        dtype = _compute_dtype(_val(node).dtype)
+        self.stats.add_op("sum", dtype, self.stats.points, reduce=True, columns=True)
+        if spec.kind == "mean":
+            self.stats.add_op("truediv", dtype, self.red)
+        self.visit(spec.input, True, self.level.get(spec.input, 0))
 
     def reads(self, node) -> list:
         """(elements, innermost-loop stride, layout) of each way the group reads `node`:
@@ -221,20 +240,23 @@ class _GroupWalk:
 
 
 def group_stats(nodes, outputs, inputs, domain, reduced_dims=(), scratch: bool = True,
-                across=()) -> KernelStats:
+                across=(), columns=()) -> KernelStats:
     """What the kernel for this group will compute and move (see the note above);
     `nodes` in topological order, as a Group has them; `scratch`: lowered with
-    use_scratch (the C++ target); `across`: its folds across rows."""
+    use_scratch (the C++ target); `across`: its folds across rows; `columns`: its
+    column folds."""
     members = set(nodes)
     hints = size_hints(_val(n) for n in list(members) + list(inputs) if "val" in n.meta)
     walk = _GroupWalk(members, [as_int(s, hints) for s in domain], tuple(reduced_dims), hints)
     walk.final = after_rows(members, across)
-    reductions = [n for n in nodes if reduction_spec(n) is not None and n not in walk.final]
-    columns = walk.columns = walk.column_schedule(inputs, reductions)
-    walk.use_scratch = scratch and not columns
+    walk.col_final = after_rows(members, columns)
+    after = walk.final | walk.col_final
+    reductions = [n for n in nodes if reduction_spec(n) is not None and n not in after]
+    walk.columns = not (columns or across) and walk.column_schedule(inputs, reductions)
+    walk.use_scratch = scratch and not walk.columns
     walk.set_inner(outputs)
-    walk.set_levels([n for n in nodes if n not in walk.final])
-    walk.scalar_phases = set() if columns else {
+    walk.set_levels([n for n in nodes if n not in after])
+    walk.scalar_phases = set() if walk.columns else {
         walk.level[r] - 1 for r in reductions if reduction_spec(r).kind in SCALAR_FOLDS}
     depth = max(walk.level.values(), default=0)
     for j in range(depth + 1):
@@ -242,12 +264,14 @@ def group_stats(nodes, outputs, inputs, domain, reduced_dims=(), scratch: bool =
             if walk.level[r] == j + 1:
                 walk.fold(r, j)
         for o in outputs:
-            if walk.is_full(o) and walk.level[o] == j:
+            if o not in after and walk.is_full(o) and walk.level[o] == j:
                 walk.visit(o, True, j)
     for r in across:
         walk.fold_across(r)
+    for r in columns:
+        walk.fold_column(r)
     for o in outputs:
-        if not walk.is_full(o):
+        if o in after or not walk.is_full(o):
             walk.visit(o, False, None)
     return _with_bytes(walk, outputs)
 

@@ -11,7 +11,9 @@ index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access 
 innermost-loop stride s is not 0 or 1 (a transposed read) moves min(64, s * itemsize)
 bytes per element: one cache line per element at worst. A per-row scratch array (kernel.scratch)
 stays in the core's cache: it costs no memory traffic. An index loaded from a tensor
-(gather's) ranges over its whole extent.
+(gather's) ranges over its whole extent. A column fold is one fold of the column kind
+per point (its partial rows stay in cache too); the columns phase runs once per point
+of the reduction domain.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ def inner_stride(index, inner, hints: dict | None) -> int:
 def column_schedule(kernel: Kernel, hints: dict | None) -> bool:
     """Does the C++ printer tile columns (lower/loops.py reduces_outer_dim): the first load
     using the innermost reduced var is contiguous along the innermost kept var, not it?"""
-    if not kernel.loop_vars or not kernel.reduction_vars or any(
+    if not kernel.loop_vars or not kernel.reduction_vars or kernel.folds_columns or \
+            kernel.folds_across or any(
             s.op == "reduce" and s.value in ("argmax", "argmin") for s in kernel.body):
         return False
     inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
@@ -84,7 +87,7 @@ def _accesses(kernel: Kernel):
                 continue
             idx, phases = out.setdefault(s.buffer, (set(), set()))
             idx.add(sympy.expand(s.index))
-            if phase.loop and s.index.free_symbols & red:
+            if phase.per_row_loop and s.index.free_symbols & red:
                 phases.add(k)
     return out
 
@@ -96,14 +99,16 @@ def kernel_stats(kernel: Kernel, hints: dict | None = None) -> KernelStats:
     stats = KernelStats(points=rows * red, rows=rows)
     columns = column_schedule(kernel, hints)
     for phase in kernel.phases:
-        count = rows * red if phase.loop else 1 if phase.once else rows
+        count = (rows * red if phase.per_row_loop else red if phase.loop
+                 else 1 if phase.once else rows)
         scalar = phase.loop and not columns and any(
             s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
         for s in phase.body:
             if s.op in NO_WORK:
                 continue
-            if s.op == "reduce":
-                stats.add_op(s.value, s.dtype, count, reduce=True, columns=columns)
+            if s.op in ("reduce", "column_reduce"):
+                stats.add_op(s.value, s.dtype, count, reduce=True,
+                             columns=columns or s.op == "column_reduce")
             else:
                 stats.add_op(s.op, s.dtype, count, scalar=scalar)
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}

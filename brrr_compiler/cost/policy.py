@@ -75,14 +75,14 @@ class CostPolicy:
             outputs = legality.stored_nodes(members, graph_outputs)
         if not outputs:
             return None
-        domain, across = domains.split_domain(members)
+        domain, across, columns = domains.split_domain(members)
         if isinstance(domain, str):
             raise CostModelError(domain)
         if domain is None:
             domain = (legality.shape_of(outputs[0]), ())
         stats = group_stats(_topo(members), outputs, legality.external_inputs(members), *domain,
                             scratch=self.device.kind == "cpu",     # the C++ target keeps rows
-                            across=across)
+                            across=across, columns=columns)
         return predict(stats, self.device)
 
     def decide(self, c: MergeCandidate) -> Verdict:

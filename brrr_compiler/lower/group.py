@@ -15,7 +15,9 @@ phase are recomputed in later loop phases rather than kept (they are per element
 except, with `use_scratch` (the C++ row schedule), expensive ones (an exp) that go to a
 per-row scratch array and are re-read (softmax computes each exp once). A fold across
 rows (partition/domains.py) reads its per-row input in the last scalar phase; what
-depends on it is computed in the kernel's `once` phase after all rows.
+depends on it is computed in the kernel's `once` phase after all rows. A column fold
+adds its input in the loop phase of the input's level; what depends on it is computed
+in the `columns` phase, once per column after all rows.
 """
 from __future__ import annotations
 
@@ -64,7 +66,8 @@ class _GroupLowering:
         self.members = set(group.nodes)
         self.red_var_list, self.red_ranges = list(red_vars), list(red_ranges)
         self.final = after_rows(self.members, group.across)   # computed once, after all rows
-        self.level = _levels(group, self.final)
+        self.col_final = after_rows(self.members, group.columns)   # once per column, after
+        self.level = _levels(group, self.final | self.col_final)
         self.red_vars = set(red_vars)
         self.namer = Namer()
         depth = max(self.level.values(), default=0)
@@ -73,6 +76,9 @@ class _GroupLowering:
         self.once = Phase(False, [], once=True)
         self.once_body = Body(self.namer, self.once.body)
         self.in_once = False                  # evaluating what the once phase computes
+        self.columns = Phase(True, [], once=True)
+        self.columns_body = Body(self.namer, self.columns.body)
+        self.in_columns = False               # evaluating what the columns phase computes
         self.buffers: dict[torch.fx.Node, Buffer] = {}
         self.memo: dict = {}
         self.acc: dict = {}
@@ -111,6 +117,8 @@ class _GroupLowering:
         """(body to emit into, memo scope) for evaluating `node` at `idx`."""
         if self.in_once:
             return self.once_body, ("once",)
+        if self.in_columns:
+            return self.columns_body, ("columns",)
         if self.is_full(idx):
             return self.loop_body(self.cur_loop), ("loop", self.cur_loop)
         return self.scalar_body(self.level_at(node, idx)), ("scalar",)
@@ -202,7 +210,7 @@ class _GroupLowering:
     def _row_reciprocal_div(self, node, idx: tuple, body: Body) -> V | None:
         """x / d with d constant along the reduced dims (softmax's x / sum): one reciprocal
         per row, a multiply per element, as eager's own softmax does."""
-        if node.target is not torch.ops.aten.div.Tensor or not self.is_full(idx):
+        if node.target is not torch.ops.aten.div.Tensor or not self.is_full(idx) or self.in_columns:
             return None
         x, d = node.args[0], node.args[1]
         if not isinstance(d, torch.fx.Node) or not isinstance(x, torch.fx.Node):
@@ -260,7 +268,7 @@ def lower_group(group, name: str, use_scratch: bool = False, round_results: bool
         low.buffer(out, is_output=True)
     _emit_phases(low, group, full_idx, domain, dims)
     buffers = sorted(low.buffers.values(), key=lambda b: (b.is_output, int(b.name.lstrip("inout"))))
-    phases = [p for p in low.phases + [low.once] if p.body]
+    phases = [p for p in low.phases + [low.once, low.columns] if p.body]
     kernel = Kernel(name, [describe_node(n) for n in group.nodes], loop_vars,
                     [domain[d] for d in outer], buffers, phases,
                     reduction_vars=red_vars, reduction_ranges=[domain[d] for d in dims],
@@ -293,18 +301,36 @@ def _outer_strides(group, domain, dims):
 def _emit_phases(low: _GroupLowering, group, full_idx, domain, dims) -> None:
     _emit_rows(low, group, full_idx, domain, dims)
     for r in group.across:       # folded after the row's phases, finished once at the end
-        low.reducer.fold(r, _store_index(reduction_spec(r).input, full_idx, dims), low.bodies[-1])
+        x = reduction_spec(r).input
+        if indexing.shape(x.meta["val"]) == tuple(domain):
+            low.reducer.fold_full(r, full_idx)
+        else:
+            low.reducer.fold(r, _store_index(x, full_idx, dims), low.bodies[-1])
+    for r in group.columns:
+        low.reducer.fold_column(r, full_idx)
     low.in_once = True
     for out in group.outputs:
         if out in low.final:
             low.store(out, tuple(sympy.Integer(0) for _ in indexing.shape(out.meta["val"])))
-    low.in_once = False
+    low.in_once, low.in_columns = False, True
+    for out in group.outputs:
+        if out in low.col_final:
+            low.store(out, _column_index(out, full_idx, dims))
+    low.in_columns = False
+
+
+def _column_index(node, full_idx: tuple, dims: tuple) -> tuple:
+    """Where a value of a column fold's shape (kept or dropped outer dims) is stored."""
+    if len(indexing.shape(node.meta["val"])) == len(full_idx):
+        return tuple(i if d in dims else sympy.Integer(0) for d, i in enumerate(full_idx))
+    return tuple(full_idx[d] for d in dims)
 
 
 def _emit_rows(low: _GroupLowering, group, full_idx, domain, dims) -> None:
     depth = max(low.level.values(), default=0)
-    reductions = [n for n in group.nodes if reduction_spec(n) is not None and n not in low.final]
-    outputs = [out for out in group.outputs if out not in low.final]
+    after = low.final | low.col_final
+    reductions = [n for n in group.nodes if reduction_spec(n) is not None and n not in after]
+    outputs = [out for out in group.outputs if out not in after]
     for out in outputs:
         if _is_reduced_output(out, domain, dims) and low.level[out] == 0:
             low.store(out, _store_index(out, full_idx, dims))

@@ -130,8 +130,12 @@ def simplify_loops(kernel: Kernel, out_strides) -> Kernel:
 
 def reduces_outer_dim(kernel: Kernel) -> bool:
     """True when the innermost kept dim is contiguous and the reduced dims are not (a sum
-    over dim 0 of a row-major matrix): codegen then tiles columns and streams rows."""
-    if not kernel.loop_vars or not kernel.reduction_vars:
+    over dim 0 of a row-major matrix): codegen then tiles columns and streams rows. Never
+    for a kernel that folds across rows (a loss's sum, column folds): only the row
+    schedule keeps per-thread partials (partition/domains.py); over a transposed input it
+    walks rows at a stride, the lines a row touches staying in cache for the next rows."""
+    if (not kernel.loop_vars or not kernel.reduction_vars or kernel.folds_columns
+            or kernel.folds_across):
         return False
     if any(s.op == "reduce" and s.value in ("argmax", "argmin") for s in kernel.body):
         return False

@@ -2,7 +2,10 @@
 
 Accumulators use the op-math dtype (float32 for float16/bfloat16 inputs, int64 for
 integer sums as in eager). argmax/argmin fold the value with its flat index over the
-reduced dims in eager's (logical) order, so the first extreme wins as in eager.
+reduced dims in eager's (logical) order, so the first extreme wins as in eager. A fold of every element of a full-shape value across rows
+(a loss) is a row fold in the loop phase that computes the value, then a fold of the
+row's result across rows; a column fold (partition/domains.py) adds each element into
+its column's accumulator in that loop phase.
 """
 from __future__ import annotations
 
@@ -49,6 +52,31 @@ class ReductionEmitter:
         kind = "sum" if spec.kind == "mean" else spec.kind
         out_dt = torch.int64 if kind in ("argmax", "argmin") else dt
         self.low.acc[node] = body.emit("reduce", out_dt, args, value=kind)
+
+    def _input_in_loop(self, node, full_idx: tuple):
+        """(the loop body evaluating `node`'s full-shape input, the value there, the
+        accumulator dtype, the fold kind): in the loop phase of the input's level."""
+        spec = reduction_spec(node)
+        self.low.cur_loop = self.low.level.get(spec.input, 0)
+        body = self.low.loop_body(self.low.cur_loop)
+        dt = _acc_dtype(spec.kind, node)
+        x = body.cast(self.low.value(spec.input, full_idx), dt)
+        self.low.cur_loop = None
+        return body, x, dt, "sum" if spec.kind == "mean" else spec.kind
+
+    def fold_full(self, node, full_idx: tuple) -> None:
+        """Every element of a full-shape value folded across rows: a row fold, then that
+        row's result folded across rows in the row's last scalar phase."""
+        body, x, dt, kind = self._input_in_loop(node, full_idx)
+        row = body.emit("reduce", dt, (x,), value=kind)
+        self.low.acc[node] = self.low.bodies[-1].emit("reduce", dt, (row,), value=kind)
+
+    def fold_column(self, node, full_idx: tuple) -> None:
+        """A sum over the rows of a full-shape value: each element goes to its column's
+        accumulator (its flat position in the reduction domain)."""
+        body, x, dt, kind = self._input_in_loop(node, full_idx)
+        self.low.acc[node] = body.emit("column_reduce", dt, (x,), value=kind,
+                                       index=self.low.flat_reduction_index())
 
     def finish(self, node, body: Body) -> V:
         """The reduction's value after its loop (mean divides by the reduced count)."""

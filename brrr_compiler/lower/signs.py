@@ -46,11 +46,11 @@ class _Signs:
     def __init__(self, k: Kernel):
         self.defs = {s.out: s for s in k.body if s.out is not None}
         self.keys: dict[str, object] = {}
-        self.maxima = {s.out: self.key(s.args[0]) for p in k.phases if p.loop for s in p.body
+        self.maxima = {s.out: self.key(s.args[0]) for p in k.phases if p.per_row_loop for s in p.body
                        if s.op == "reduce" and s.value == "max" and s.dtype.is_floating_point}
         # x - max(x) is only known <= 0 where some x was folded: inside a loop phase (a
         # later phase may see the max of an empty row, -inf)
-        self.in_loop = {s.out for p in k.phases if p.loop for s in p.body if s.out is not None}
+        self.in_loop = {s.out for p in k.phases if p.per_row_loop for s in p.body if s.out is not None}
         self.nonneg: set[str] = set()
         self.nonpos: set[str] = set()
         for s in k.body:

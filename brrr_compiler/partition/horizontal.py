@@ -1,19 +1,21 @@
 """Horizontal fusion: after the walk, sibling groups that read a common input merge into a
-reduction group over the same domain. `walk` is the partitioner's state
+reduction group over the same domain, or whose sums fold into its rows (column folds
+and full sums, partition/domains.py). `walk` is the partitioner's state
 (partitioner._Walk).
 """
 from __future__ import annotations
 
 import torch.fx
 
-from brrr_compiler.partition import legality
+from brrr_compiler.partition import domains, legality
 
 
 def merge_siblings(walk) -> None:
     """Merge sibling groups that read a common input into a reduction group over the
-    same domain — another reduction (layer_norm backward's weight and bias gradients)
-    or a pointwise group of the domain's full shape (cross-entropy's one-hot mask that
-    training saves): one pass over the data, one kernel fewer."""
+    same domain — another reduction — or a pointwise group of the domain's full shape
+    (cross-entropy's one-hot mask that training saves), or a group of sums that fold
+    into its rows (layer_norm backward's weight and bias gradients beside its input
+    gradient): one pass over the data, one kernel fewer."""
     unique = walk.unique_groups()
     domain = {id(s): legality.reduction_domain(s) for s in unique}
     shape = {id(s): _pointwise_shape(walk, s) for s in unique if domain[id(s)] is None}
@@ -28,7 +30,7 @@ def merge_siblings(walk) -> None:
             continue
         siblings = {id(b): b for r in _read_roots(a) for b in readers[r]
                     if (domain[id(b)] == da and position[id(b)] > position[id(a)])
-                    or shape.get(id(b)) == da[0]}
+                    or shape.get(id(b)) == da[0] or domains.folds_into(da, domain[id(b)])}
         for b in sorted(siblings.values(), key=lambda g: position[id(g)]):
             a_now, b_now = walk.group_of[next(iter(a))], walk.group_of[next(iter(b))]
             if a_now is not b_now:

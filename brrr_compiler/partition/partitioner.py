@@ -175,11 +175,12 @@ class _Walk:
             if not stored:
                 continue
             inputs = sorted(legality.external_inputs(members), key=self.order.__getitem__)
-            domain, across = domains.split_domain(members)
+            domain, across, columns = domains.split_domain(members)
             if domain is None:
                 domain = (legality.shape_of(stored[0]), ())
             out.append(Group(i, nodes, stored, inputs, *domain,
-                             across=tuple(n for n in nodes if n in across)))
+                             across=tuple(n for n in nodes if n in across),
+                             columns=tuple(n for n in nodes if n in columns)))
         return out
 
 

@@ -40,6 +40,7 @@ class Group:
     domain: tuple                  # the iteration shape (a reduction's full input shape)
     reduced_dims: tuple = ()       # dims of the domain that the group reduces
     across: tuple = ()             # reductions that fold across rows (domains.py)
+    columns: tuple = ()            # reductions over the rows, one value per column (domains.py)
 
     @property
     def name(self) -> str:

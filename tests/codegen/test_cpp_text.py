@@ -268,3 +268,37 @@ def test_row_kernels_stream_their_last_phase():
     (FileCheck().check("#pragma omp for schedule(static) nowait").check("reduction(+:")
      .check("brrr_stream(&out0[").check("brrr_stream_fence();").run(src))
     assert src.count("brrr_stream_fence();") == 2   # once per thread, in both row schedules
+
+
+def test_column_folds_keep_partial_rows_per_thread_and_add_them_in_order():
+    """A row kernel's sums over the rows (codegen/cpp_columns.py): each thread adds its
+    rows into a private partial row, flushed into its double row every BLOCK_ROWS rows;
+    after all rows each column adds the threads' rows in thread order, then stores."""
+    from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
+
+    g, k = _kernel(lambda x: (x.softmax(-1), x.sum(0) * 2), torch.randn(512, 128))
+    assert k.folds_columns and not k.folds_across and len(g.columns) == 1
+    (c,) = [s for s in k.body if s.op == "column_reduce"]
+    src = cpp.kernel_source(k, 4)
+    (FileCheck().check(f"double* cs_{c.out} = (double*)calloc((size_t)4 * (n_red > 0 ? n_red : 1)")
+     .check("#pragma omp parallel num_threads(4)")
+     .check(f"float* cp_{c.out} = (float*)calloc(")
+     .check("#pragma omp for schedule(static) nowait")
+     .check("#pragma omp simd").check(f"cp_{c.out}[r0] += ")
+     .check(f"if (++col_rows == {BLOCK_ROWS}) {{")
+     .check(f"row[j] += (double)cp_{c.out}[j]; cp_{c.out}[j] = 0;")
+     .check(f"free(cp_{c.out});")
+     .check("// one thread: n_red * 4 >= 32768 is false for these sizes")
+     .check("for (int64_t rr = 0; rr < n_red; ++rr)")
+     .check(f"for (int t = 0; t < 4; ++t) t_{c.out} += cs_{c.out}[(int64_t)t * n_red + r0];")
+     .check(f"const float {c.out} = (float)t_{c.out};")
+     .check("out1[r0] = ").check(f"free(cs_{c.out});").run(src))
+
+
+def test_column_folds_of_a_split_row_add_straight_into_one_double_row():
+    """Rows too few to spread: each loop phase's slice of the row is one thread's, so its
+    columns go straight to thread 0's double row."""
+    _, k = _kernel(lambda x: (x.softmax(-1), x.sum(0)), torch.randn(2, 70000))
+    (c,) = [s for s in k.body if s.op == "column_reduce"]
+    src = cpp.kernel_source(k, 4)
+    FileCheck().check("n_red >= 65536").check(f"cs_{c.out}[r0] += (double)").run(src)

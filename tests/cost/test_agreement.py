@@ -34,6 +34,12 @@ CASES = {
     "column_amax_of_sin": (lambda x: x.sin().amax(0), (_r(64, 32),)),    # vectorized tiles
     "softmax_dim0": (lambda x: torch.softmax(x, 0), (_r(64, 32),)),     # columns: no scratch
     "softmax_of_erf": (lambda x: torch.softmax(x.erf() * 3, -1), (_r(64, 32),)),
+    # folds across rows: a loss's full sum after a row sum; column folds and what a
+    # column computes from them
+    "layer_norm_loss": (lambda x, g: (F.layer_norm(x, (32,)) * g).sum(), (_r(64, 32), _r(64, 32))),
+    "layer_norm_mean_loss": (lambda x: F.layer_norm(x, (32,)).exp().mean(), (_r(64, 32),)),
+    "row_and_column_sums": (lambda x, y: ((x * y).softmax(-1), (x * y).sum(0),
+                                          (x * 2).mean(0, keepdim=True) / 3), (_r(64, 32), _r(64, 32))),
     # an indirect load: the index is data, the footprint the input's whole extent
     "gather": (lambda x, i: torch.gather(x, 1, i) * 2,
                (_r(64, 32), torch.randint(0, 32, (64, 4), generator=torch.Generator().manual_seed(0)))),
@@ -51,7 +57,7 @@ def test_group_and_kernel_ir_agree(name):
         for scratch in (True, False):          # the C++ target keeps rows, Triton does not
             from_ir = kernel_stats(lower_group(g, g.name, use_scratch=scratch))
             from_fx = group_stats(g.nodes, g.outputs, g.inputs, g.domain, g.reduced_dims,
-                                  scratch=scratch, across=g.across)
+                                  scratch=scratch, across=g.across, columns=g.columns)
             assert from_fx == from_ir, f"{g.name} {scratch=}:\n  FX {from_fx}\n  IR {from_ir}"
             assert from_ir.bytes > 0 and from_ir.total_flops > 0
 
