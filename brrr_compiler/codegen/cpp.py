@@ -31,7 +31,11 @@ CTYPE = {
     torch.int16: "int16_t", torch.int32: "int32_t", torch.int64: "int64_t",
     torch.bool: "bool",
 }
-STORAGE = {**CTYPE, torch.float16: "brrr_half", torch.bfloat16: "uint16_t"}
+# bool lives in memory as uint8_t, read back as `!= 0`: gcc 12 vectorizes neither a load
+# of C++ bool (a select on it becomes a branch) nor a bool-to-float conversion, while a byte
+# compared with 0 is a vector compare whose mask feeds float selects directly. It also
+# reads any nonzero byte as true (a uint8 tensor viewed as bool), as ATen does.
+STORAGE = {**CTYPE, torch.float16: "brrr_half", torch.bfloat16: "uint16_t", torch.bool: "uint8_t"}
 
 # Per library: set when a kernel met an out-of-bounds index (eager raises for those);
 # the runtime reads and clears it after such kernels and raises.
@@ -119,6 +123,8 @@ def const_literal(value, dtype: torch.dtype) -> str:
 def cast_expr(x: str, src: torch.dtype, dst: torch.dtype) -> str:
     if dst is torch.bool:
         return f"({x} != 0)"
+    if src is torch.bool:   # a select: gcc 12 does not vectorize (float)bool
+        return f"({x} ? ({CTYPE[dst]})1 : ({CTYPE[dst]})0)"
     if dst is torch.bfloat16:
         return f"brrr_round_bf16((float){x})"
     if dst is torch.float16:
@@ -180,6 +186,8 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:
             x = f"brrr_bf16_to_f32({x})"
         elif s.dtype is torch.float16:
             x = f"(float){x}"
+        elif s.dtype is torch.bool:
+            x = f"({x} != 0)"   # uint8_t storage (STORAGE)
         rhs = x
     elif s.op == "const":
         rhs = const_literal(s.value, s.dtype)

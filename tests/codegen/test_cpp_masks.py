@@ -1,0 +1,63 @@
+"""How the C++ printer reads masks and integers in float loops, checked as text.
+
+bool lives in memory as uint8_t and is read back as `!= 0`, and a bool becomes a number
+through a select: gcc 12 vectorizes neither a load of C++ bool nor (float)bool, so those
+forms kept every masked loop scalar. Values against eager are in tests/e2e/test_masks.py.
+"""
+import torch
+from torch.testing import FileCheck
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.lower.group import lower_group
+from tests.helpers import plan_of
+
+
+def _source(fn, *args) -> str:
+    plan = plan_of(fn, *args)
+    assert len(plan.groups) == 1, str(plan)
+    g = plan.groups[0]
+    return cpp.kernel_source(lower_group(g, g.name), 2)
+
+
+def _mask(*shape):
+    return torch.rand(shape) < 0.5
+
+
+def test_bool_input_is_bytes_compared_with_zero():
+    src = _source(lambda m, x, y: torch.where(m, x, y), _mask(64, 64), torch.randn(64, 64),
+                  torch.randn(64, 64))
+    (FileCheck().check("(const uint8_t* __restrict in0, const float* __restrict in1")
+     .check("#pragma omp simd")
+     .check("const bool v0 = (in0[i0] != 0);")
+     .check("const float v3 = (v0 ? v1 : v2);").run(src))
+    assert "bool*" not in src
+
+
+def test_bool_to_float_is_a_select():
+    src = _source(lambda m, x: m.to(x.dtype) * x, _mask(64, 64), torch.randn(64, 64))
+    (FileCheck().check("const bool v0 = (in0[i0] != 0);")
+     .check("const float v1 = (v0 ? (float)1 : (float)0);").run(src))
+
+
+def test_bool_output_is_stored_as_bytes():
+    src = _source(lambda a, b: a > b, torch.randn(64, 64), torch.randn(64, 64))
+    (FileCheck().check("uint8_t* __restrict out0)").check("const bool v2 = (v0 > v1);")
+     .check("out0[i0] = v2;").run(src))
+
+
+def test_masked_softmax_reads_the_mask_as_bytes_in_each_row_walk():
+    def fn(s, mask):
+        return torch.where(mask, s * 0.125, float("-inf")).softmax(-1)
+
+    src = _source(fn, torch.randn(2, 3, 64, 64), torch.ones(64, 64, dtype=torch.bool).tril())
+    check = FileCheck().check("const uint8_t* __restrict in0")
+    for _ in range(2):   # the max walk, then the exp-and-sum walk
+        check = check.check("#pragma omp simd").check("(in0[(i1*64 + r0)] != 0);").check("? ")
+    check.run(src)
+
+
+def test_integer_input_converts_directly():
+    src = _source(lambda q, s: (q.float() - 3) * s, torch.zeros(64, 64, dtype=torch.int8),
+                  torch.randn(64, 1))
+    (FileCheck().check("const int8_t* __restrict in0").check("const int8_t v0 = in0[")
+     .check("const float v1 = ((float)v0);").run(src))
