@@ -123,7 +123,7 @@ def const_literal(value, dtype: torch.dtype) -> str:
 def cast_expr(x: str, src: torch.dtype, dst: torch.dtype) -> str:
     if dst is torch.bool:
         return f"({x} != 0)"
-    if src is torch.bool:   # a select: gcc 12 does not vectorize (float)bool
+    if src is torch.bool and dst.is_floating_point:   # gcc 12 vectorizes no (float)bool
         return f"({x} ? ({CTYPE[dst]})1 : ({CTYPE[dst]})0)"
     if dst is torch.bfloat16:
         return f"brrr_round_bf16((float){x})"

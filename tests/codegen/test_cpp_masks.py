@@ -45,15 +45,29 @@ def test_bool_output_is_stored_as_bytes():
      .check("out0[i0] = v2;").run(src))
 
 
-def test_masked_softmax_reads_the_mask_as_bytes_in_each_row_walk():
+def test_masked_softmax_stages_the_mask_for_its_reduction_loops():
+    """The row walks that fold (max, sum of exps) read the mask from an int32 copy of
+    the chunk (cpp_staging.py); the last walk, which folds nothing, reads the bytes."""
     def fn(s, mask):
         return torch.where(mask, s * 0.125, float("-inf")).softmax(-1)
 
     src = _source(fn, torch.randn(2, 3, 64, 64), torch.ones(64, 64, dtype=torch.bool).tril())
     check = FileCheck().check("const uint8_t* __restrict in0")
-    for _ in range(2):   # the max walk, then the exp-and-sum walk
-        check = check.check("#pragma omp simd").check("(in0[(i1*64 + r0)] != 0);").check("? ")
-    check.run(src)
+    for fold, v in (("max", "v0"), ("+", "v7")):
+        (check.check("const int64_t st_lo = cb - ro * m0;").check(f"int32_t st_{v}[1024];")
+         .check("#pragma omp simd").check(f"st_{v}[r0 - st_lo] = in0[(i1*64 + r0)];")
+         .check(f"#pragma omp simd reduction({fold}:")
+         .check(f"const bool {v} = (st_{v}[r0 - st_lo] != 0);"))
+    check.check("#pragma omp simd \n").check("= (in0[(i1*64 + r0)] != 0);").run(src)
+
+
+def test_gathered_byte_loads_are_not_staged():
+    """A load at an index read in the loop (gather) stays where it is."""
+    def fn(m, idx):
+        return m.gather(-1, idx).sum(-1)
+
+    src = _source(fn, _mask(8, 64), torch.randint(0, 64, (8, 48)))
+    assert "st_lo" not in src and "brrr_in_bounds(" in src
 
 
 def test_integer_input_converts_directly():

@@ -61,6 +61,31 @@ def test_causal_masked_softmax(shape, dtype):
     assert _has_kernel(graphs)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 7, 13), (1, 2, 3, 1100)], ids=["odd", "long_rows"])
+def test_masked_log_softmax_and_logsumexp(shape):
+    """Row walks that fold the max and the sum of exps in one sweep (cpp_online.py):
+    chunks that are all -inf so far add nothing; a fully masked row gives eager's NaN
+    (log_softmax) and -inf (logsumexp)."""
+    *_, rows, cols = shape
+    mask = torch.ones(rows, cols, dtype=torch.bool).tril(cols - rows)
+    mask[1] = False
+
+    def fn(s, mask):
+        m = torch.where(mask, s * 0.125, NEG_INF)
+        return m.log_softmax(-1), m.logsumexp(-1)
+
+    check_against_eager(fn, _with_specials(_randn(*shape)), mask)
+
+
+def test_masked_row_statistics():
+    def fn(x, mask):
+        return (x * mask).sum(-1) / mask.sum(-1), x.masked_fill(~mask, NEG_INF).amax(-1)
+
+    mask = _mask(6, 37)
+    mask[2] = False                      # 0 / 0 and the max of nothing but -inf
+    check_against_eager(fn, _randn(6, 37), mask)
+
+
 def test_causal_masked_softmax_nan_inf_scores():
     s = _with_specials(_randn(2, 2, 5, 9))
     mask = torch.ones(5, 9, dtype=torch.bool).tril(4)
@@ -171,6 +196,23 @@ def test_integer_dequantization(qdtype, out):
 
     check_against_eager(fn, q, zp, scale)
     check_against_eager(fn, q.t().contiguous().t(), zp.view(7, 1), scale)
+
+
+@pytest.mark.parametrize("cols", [37, 1100], ids=["short", "two_chunks"])
+def test_byte_inputs_folded_by_row_reductions(cols):
+    """int8, uint8 and bool values read by a row's sums and maxes (staged as int32 lanes
+    in each chunk, cpp_staging.py), and a gathered bool, which is not staged."""
+    gen = torch.Generator().manual_seed(8)
+    q = torch.randint(-128, 128, (5, cols), generator=gen, dtype=torch.int8)
+    u = torch.randint(0, 256, (5, cols), generator=gen, dtype=torch.uint8)
+    m, x = _mask(5, cols), _randn(5, cols)
+    idx = torch.randint(0, cols, (5, 9), generator=gen)
+
+    def fn(q, u, m, x, idx):
+        return ((q.float() * x).sum(-1), (u * x).amax(-1), (x * m).sum(-1) / m.sum(-1),
+                m.gather(-1, idx).sum(-1), (q + u).sum(-1), q.amin(-1))
+
+    check_against_eager(fn, q, u, m, x, idx, atol=1e-4, rtol=1e-5)
 
 
 def test_gather_index_arithmetic():
