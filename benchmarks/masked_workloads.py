@@ -1,6 +1,7 @@
 """The kernel suite's mixed-dtype cases: bool and uint8 masks, integer inputs and loaded
 indices inside float kernels (masked softmax, masked_fill, where, a dropout mask,
-integer dequantization, gather), each in the L2 cache and past the last-level cache.
+integer dequantization, gather, an embedding), each in the L2 cache and past the
+last-level cache.
 
 A masked case names its unmasked twin: the same kernel on the same inputs without the
 mask (the mask argument is ignored), timed with brrr beside it, so that the price of
@@ -68,6 +69,11 @@ def gather_scale(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return x.gather(-1, idx) * 2.0
 
 
+def embedding_pos(idx: torch.Tensor, table: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """A decoder's input: token embedding rows, scaled, plus a position table."""
+    return torch.nn.functional.embedding(idx, table) * 2.0 + pos
+
+
 # ---- inputs --------------------------------------------------------------------------
 
 
@@ -115,6 +121,11 @@ def _gather_inputs(rows: int, cols: int) -> tuple:
     return _randn((rows, cols), 0), torch.randint(0, cols, (rows, cols // 2), generator=_gen(3))
 
 
+def _embedding_inputs(batch: int, seq: int, dim: int) -> tuple:
+    idx = torch.randint(0, 50257, (batch, seq), generator=_gen(4))
+    return idx, _randn((50257, dim), 0), _randn((seq, dim), 1)
+
+
 def specs() -> list[dict]:
     """KernelCase fields per case: one size in L2 and one past a 32 MB last-level cache."""
     def case(workload, fn, make, dims, twin=None, dtype=torch.float32, **kw):
@@ -138,6 +149,8 @@ def specs() -> list[dict]:
             case("dequant_int8", dequant_int8, _dequant_inputs, (rows, cols)),
             case("gather", gather_scale, _gather_inputs, (rows, cols)),
         ]
+    cases += [case("embedding_pos", embedding_pos, _embedding_inputs, (1, 128, 256)),
+              case("embedding_pos", embedding_pos, _embedding_inputs, (8, 1024, 768))]
     return cases
 
 
@@ -150,4 +163,6 @@ DESCRIPTIONS = {
     "where_gt": "where(a > b, a, c): a comparison feeding a where (brrr:none stores the bool)",
     "dequant_int8": "(q.float() - zero_point) * scale, int8 q, per-row zero point and scale",
     "gather": "x.gather(-1, idx) * 2, int64 indices, half as many columns as x",
+    "embedding_pos": "embedding(idx, table) * 2 + pos, (batch, seq) int64 tokens into a "
+    "(50257, dim) table, a (seq, dim) position table",
 }

@@ -75,3 +75,20 @@ def test_integer_input_converts_directly():
                   torch.randn(64, 1))
     (FileCheck().check("const int8_t* __restrict in0").check("const int8_t v0 = in0[")
      .check("const float v1 = ((float)v0);").run(src))
+
+
+def test_embedding_checks_its_row_index_before_the_inner_loop():
+    """The index an embedding reads once per output row is loaded and checked before the
+    `omp simd` loop (cpp_hoist.py), which then reads one contiguous table row; a gather
+    whose index changes along the inner loop keeps its check inside."""
+    def fn(idx, w, pos):
+        return torch.nn.functional.embedding(idx, w) * 2.0 + pos
+
+    src = _source(fn, torch.randint(0, 100, (4, 64)), torch.randn(100, 32), torch.randn(64, 32))
+    (FileCheck().check("const int64_t v0 = in0[(i0*64 + i1)];")
+     .check("const int64_t v1 = brrr_in_bounds(v0, 100) ? v0 : 0;")
+     .check("#pragma omp simd").check("for (int64_t i2 = lo; i2 < hi; ++i2) {")
+     .check_not("brrr_in_bounds").check("in1[(v1*32 + i2)]").run(src))
+    src = _source(lambda x, i: x.gather(-1, i) * 2, torch.randn(8, 64), torch.randint(0, 64, (8, 48)))
+    (FileCheck().check("#pragma omp simd").check("for (int64_t i1 = lo; i1 < hi; ++i1) {")
+     .check("brrr_in_bounds(").run(src))

@@ -225,6 +225,67 @@ def test_gather_index_arithmetic():
     check_against_eager(lambda x, i: x.gather(0, i).exp(), x, idx)
 
 
+EMBEDDING_INDICES = {"batch": (3, 7), "flat": (11,), "one": (1, 1), "zero": (0, 4)}
+
+
+@pytest.mark.parametrize("shape", list(EMBEDDING_INDICES.values()), ids=list(EMBEDDING_INDICES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_embedding_fused_with_its_consumers(shape, dtype):
+    """Token embedding scaled and added to a position table: one kernel reading whole rows
+    of the table at indices it checks once per row; the table's gradient is ATen's."""
+    gen = torch.Generator().manual_seed(9)
+    idx = torch.randint(0, 50, shape, generator=gen)
+    w, pos = _randn(50, 24, dtype=dtype), _randn(shape[-1], 24, dtype=dtype, seed=2)
+
+    def fn(idx, w, pos):
+        return torch.nn.functional.embedding(idx, w) * 4.0 + pos
+
+    graphs = check_against_eager(fn, idx, w, pos)
+    ops = [op for g in graphs for k in g.kernels for op in k.aten_ops]
+    assert any("embedding" in op for op in ops) or 0 in shape, ops
+
+
+@pytest.mark.parametrize("dim", [24, 1100], ids=["short_rows", "two_chunks"])
+def test_embedding_feeding_a_layer_norm(dim):
+    """A decoder's input: token and position embeddings summed and normalized in one row
+    kernel, each index checked once per row and read in every walk of the row."""
+    gen = torch.Generator().manual_seed(11)
+    idx = torch.randint(0, 40, (2, 9), generator=gen)
+    tok, pos = _randn(40, dim), _randn(9, dim, seed=2)
+    w, b = _randn(dim, seed=3), _randn(dim, seed=4)
+
+    def fn(idx, tok, pos, w, b):
+        emb = torch.nn.functional.embedding
+        h = emb(idx, tok) + emb(torch.arange(idx.shape[1]), pos)
+        return torch.nn.functional.layer_norm(h, (dim,), w, b), h.softmax(-1)
+
+    graphs = check_against_eager(fn, idx, tok, pos, w, b, atol=1e-4, rtol=1e-4)
+    assert any("embedding" in op for g in graphs for k in g.kernels for op in k.aten_ops)
+
+
+def test_embedding_variants():
+    gen = torch.Generator().manual_seed(10)
+    idx = torch.randint(0, 30, (4, 9), generator=gen)
+    w = _randn(30, 16)
+    emb = torch.nn.functional.embedding
+    check_against_eager(lambda i, w: emb(i, w, padding_idx=0).sin(), idx, w)
+    check_against_eager(lambda i, w: emb(i, w).sum(-1), idx.to(torch.int32), w)
+    check_against_eager(lambda i, w: emb(i, w.t()) * 2, idx[:, :5] % 16, _randn(16, 30))
+    check_against_eager(lambda i, w: emb(i.t(), w) + 1, idx, w)
+
+
+def test_embedding_out_of_range_raises():
+    w, idx = _randn(5, 8, grad=False), torch.tensor([[0, 4], [5, 1]])
+    errors = {}
+    for backend in ("aot_eager", "brrr"):
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as err:
+            torch.compile(lambda i, w: torch.nn.functional.embedding(i, w) * 2, backend=backend)(idx, w)
+        errors[backend] = err.value
+    torch._dynamo.reset()
+    assert isinstance(errors["brrr"], type(errors["aot_eager"])), errors
+
+
 @pytest.mark.parametrize("bad", [9, -1, 1 << 40], ids=["end", "negative", "huge"])
 def test_pointwise_gather_out_of_range_raises(bad):
     """An index past either end (or past int32) in a pointwise gather's vectorized loop
