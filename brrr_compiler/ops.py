@@ -129,10 +129,10 @@ def _gather_ok(n) -> bool:
     return not n.kwargs.get("sparse_grad", False) and x is not None and x.dim() > 0
 
 
-_pw([aten.gather.default], "gather", ADD, _gather_ok)
+_pw([aten.gather.default], "gather", 2 * ADD, _gather_ok)   # the bounds check
 # embedding: rows of a 2-d table at loaded indices (its backward stays ATen's
 # embedding_dense_backward; padding_idx and scale_grad_by_freq only change that)
-_pw([aten.embedding.default], "embedding", ADD,
+_pw([aten.embedding.default], "embedding", 2 * ADD,
     lambda n: getattr(n.args[0].meta.get("val"), "ndim", 0) == 2)
 
 

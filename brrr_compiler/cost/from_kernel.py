@@ -10,7 +10,9 @@ transcendentals are counted as scalar ones. A buffer loaded at a full-domain
 index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access whose
 innermost-loop stride s is not 0 or 1 (a transposed read) moves min(64, s * itemsize)
 bytes per element: one cache line per element at worst. A per-row scratch array (kernel.scratch)
-stays in the core's cache: it costs no memory traffic.
+stays in the core's cache: it costs no memory traffic. An index loaded from a tensor
+(gather, embedding) may take any value of its extent: the gathered buffer counts whole,
+as the FX counter counts an input.
 """
 from __future__ import annotations
 
@@ -100,6 +102,8 @@ def kernel_stats(kernel: Kernel, hints: dict | None = None) -> KernelStats:
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}
     extents.update({v: as_int(r, hints) for v, r in
                     zip(kernel.reduction_vars, kernel.reduction_ranges)})
+    extents.update({sympy.Symbol(s.out, integer=True): as_int(s.index, hints)
+                    for s in kernel.body if s.op == "bounded"})   # a loaded index: any row
     dtypes = {b.name: b.dtype for b in kernel.buffers}
     outputs = {b.name for b in kernel.outputs}
     inner = kernel.loop_vars[-1] if kernel.loop_vars and not kernel.reduction_vars else None

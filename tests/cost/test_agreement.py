@@ -34,6 +34,11 @@ CASES = {
     "column_amax_of_sin": (lambda x: x.sin().amax(0), (_r(64, 32),)),    # vectorized tiles
     "softmax_dim0": (lambda x: torch.softmax(x, 0), (_r(64, 32),)),     # columns: no scratch
     "softmax_of_erf": (lambda x: torch.softmax(x.erf() * 3, -1), (_r(64, 32),)),
+    "gather": (lambda x, i: x.gather(-1, i) * 2, (_r(64, 32), torch.randint(0, 32, (64, 16)))),
+    "embedding": (lambda i, w, p: F.embedding(i, w) * 2 + p,
+                  (torch.randint(0, 100, (4, 16)), _r(100, 32), _r(16, 32))),
+    "masked_softmax": (lambda s, m: torch.where(m, s, float("-inf")).softmax(-1),
+                       (_r(4, 32, 32), torch.ones(32, 32, dtype=torch.bool).tril())),
 }
 
 
