@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import harness
-from kernels_report import plot, render, targets  # noqa: F401  (targets: tests)
+from kernels_report import TWIN, plot, render, targets  # noqa: F401  (targets: tests)
 from workloads import KERNEL_CASES, bytes_moved
 
 EXACT_BF16 = "brrr:low_precision=eager"   # bf16 rounded after every op, as eager (its bits)
@@ -83,6 +83,11 @@ def measure_case(case, backends: list[str], rounds: int) -> dict:
     inputs = case.inputs()
     nbytes = bytes_moved(inputs, case.fn(*inputs))
     fns, status = harness.compile_backends(case.fn, inputs, backends, tolerance=case.tolerance)
+    if case.twin is not None and "brrr" in fns:   # timed in the same rounds as the rest
+        twin, twin_status = harness.compile_backends(case.twin, inputs, ["brrr"],
+                                                     tolerance=case.tolerance)
+        fns.update({TWIN: f for f in twin.values()})
+        status[TWIN] = twin_status["brrr"]
     if harness.FLOOR in fns and nbytes > harness.llc_bytes():   # in the caches the case leaves
         fns[harness.FLOOR] = harness.Primed(fns[harness.FLOOR], case.fn)
     iters = harness.iters_for(case.fn, inputs, TARGET_ROUND_S)   # eager sets the pace

@@ -11,6 +11,8 @@ import harness
 import plots
 from workloads import DESCRIPTIONS, KERNEL_CASES
 
+TWIN = "brrr no mask"   # brrr on a masked case's unmasked twin (workloads.KernelCase.twin)
+
 
 def _stream(result: dict, run_median: float) -> float:
     """The stream bandwidth a case is measured against: the median of the samples taken
@@ -80,13 +82,46 @@ def summary_rows(results: dict, backends: list[str]) -> list[dict]:
     return rows
 
 
+def mask_rows(results: dict) -> list[dict]:
+    """The cases timed beside an unmasked twin: what the mask costs brrr."""
+    rows = []
+    for name, r in results.items():
+        t = r["times"]
+        if TWIN not in r.get("status", {}):
+            continue
+        rows.append({"case": name, **{f"{b} ms": f"{t[b] * 1e3:.3f}" if b in t else "n/a"
+                                      for b in ("eager", "inductor", "brrr", TWIN)},
+                     "brrr vs eager": _x(_ratio(t, "eager", "brrr")),
+                     "brrr vs inductor": _x(_ratio(t, "inductor", "brrr")),
+                     "masked / no mask": _x(_ratio(t, "brrr", TWIN))})
+    return rows
+
+
+def mask_targets(results: dict) -> list[str]:
+    """issue 16's mask targets: within 15% of the twin; the causal softmax >= 1.5x eager."""
+    twins = {n: _ratio(r["times"], "brrr", TWIN) for n, r in results.items()
+             if TWIN in r.get("status", {})}
+    if not twins:
+        return []
+    slow = [f"{n} ({v:.2f}x)" if v else f"{n} (not timed)" for n, v in twins.items()
+            if not v or v > 1.15]
+    softmax = {n: _ratio(results[n]["times"], "eager", "brrr") for n in twins
+               if KERNEL_CASES[n].workload == "masked_softmax"}
+    slow_sm = [f"{n} ({v:.2f}x)" if v else f"{n} (not timed)" for n, v in softmax.items()
+               if not v or v < 1.5]
+    return ["", "- (issue 16) masked kernels within 15% of their unmasked twin: "
+            + _verdict(slow, len(twins)),
+            f"- (issue 16) masked softmax >= 1.5x eager: {_verdict(slow_sm, len(softmax))}"]
+
+
+def _verdict(misses: list[str], total: int) -> str:
+    if total == 0:
+        return "NOT MEASURED"
+    return "MET" if not misses else f"MISSED on {len(misses)} of {total}: " + ", ".join(misses)
+
+
 def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
     """issue 5's kernel-suite targets, each MET or MISSED with the cases that miss it."""
-    def verdict(misses: list[str], total: int) -> str:
-        if total == 0:
-            return "NOT MEASURED"
-        return "MET" if not misses else f"MISSED on {len(misses)} of {total}: " + ", ".join(misses)
-
     timed = {n: r for n, r in results.items() if "brrr" in r["times"]}
     failed = [n for n, r in results.items() if "brrr" not in r["times"]]
     vs_eager = {n: _ratio(r["times"], "eager", "brrr") for n, r in timed.items()}
@@ -109,7 +144,7 @@ def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
     return [
         "## Targets (issue 5)",
         "",
-        f"- brrr faster than eager on every case: {verdict(slow_eager, len(results))}",
+        f"- brrr faster than eager on every case: {_verdict(slow_eager, len(results))}",
         *([f"  - eager's whole call is faster than Dynamo's own per-call cost (the `floor` "
            f"column) on {len(below_floor)} case(s): {', '.join(below_floor)}. No "
            "torch.compile backend can beat eager there."] if below_floor else []),
@@ -117,11 +152,12 @@ def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
            f"eager's time or below it: {', '.join(own_ok)}; there the floor decides."]
           if own_ok else []),
         "- brrr at least as fast as inductor on every case: "
-        + verdict(slow_ind, len(results) if vs_ind else 0),
+        + _verdict(slow_ind, len(results) if vs_ind else 0),
         f"- geometric-mean speedup over inductor >= 1.3x: {gm_verdict}"
         + (f" ({gm:.2f}x over {len(vs_ind)} cases)" if vs_ind else ""),
         f"- cases larger than the LLC ({llc / 2**20:.0f} MiB) at >= 75% of stream bandwidth: "
-        f"{verdict(low_bw, len(big) + len(failed_big))}",
+        f"{_verdict(low_bw, len(big) + len(failed_big))}",
+        *mask_targets(results),
         "",
         "A ratio within the `brrr spread` of 1.00x is noise. When the stream-bandwidth "
         "samples above vary widely the machine was loaded, and cases under ~1 ms are "
@@ -168,6 +204,10 @@ def render(args, results: dict, backends: list[str], default_policy: str,
             time_rows(results, backends, llc),
             ["case", "MB moved", "> LLC"] + [f"{b} ms" for b in backends]
             + ["brrr vs eager", "brrr vs inductor", "brrr spread"]),
+        *(["## Masks beside their unmasked twins\n\n" + harness.markdown_table(
+            mask_rows(results), ["case"] + [f"{b} ms" for b in ("eager", "inductor", "brrr", TWIN)]
+            + ["brrr vs eager", "brrr vs inductor", "masked / no mask"])]
+          if mask_rows(results) else []),
         "## Achieved bandwidth\n\n" + harness.markdown_table(
             bandwidth_rows(results, backends, bandwidth),
             ["case", "MB moved"] + [f"{b} GB/s (% stream)" for b in _compilers(backends)]),

@@ -14,6 +14,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+import masked_workloads
+
 
 # ---- the functions ----------------------------------------------------------------------
 
@@ -244,6 +246,7 @@ class KernelCase:
     tolerance: dict | None = None  # None: harness.TOLERANCES by output dtype
     heavy: bool = False            # large enough that the suite times it for fewer rounds
     quick: bool = False            # one of the --quick cases
+    twin: Callable | None = None   # the same kernel without its mask, timed beside it
     note: str = field(default="", compare=False)
 
     @property
@@ -306,7 +309,7 @@ def _cases() -> list[KernelCase]:
         K("rms_norm", rms_norm, _rms_norm_inputs(BF16), (8192, 1024), BF16),
         K("softmax", softmax, _softmax_inputs(BF16), (4096, 4096), BF16),
     ]
-    return cases
+    return cases + [K(**spec) for spec in masked_workloads.specs()]
 
 
 KERNEL_CASES = {c.name: c for c in _cases()}
@@ -327,6 +330,7 @@ DESCRIPTIONS = {
     "sum_dim0": "x.sum(0): a reduction over the outer dim, uniform [0, 1) inputs",
     "sum_all": "x.sum(): a full reduction, uniform [0, 1) inputs",
     "transpose_bcast": "(x + y.T) * s[:, None]: a transposed operand and a column broadcast",
+    **masked_workloads.DESCRIPTIONS,
 }
 
 

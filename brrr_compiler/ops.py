@@ -130,6 +130,10 @@ def _gather_ok(n) -> bool:
 
 
 _pw([aten.gather.default], "gather", 2 * ADD, _gather_ok)      # the bounds check: IR "bounded"
+# embedding: rows of a 2-d table at loaded indices (its backward stays ATen's
+# embedding_dense_backward; padding_idx and scale_grad_by_freq only change that)
+_pw([aten.embedding.default], "embedding", 2 * ADD,
+    lambda n: getattr(n.args[0].meta.get("val"), "ndim", 0) == 2)
 
 
 # cat: each output element is one input's element, chosen by its index along the cat

@@ -25,6 +25,8 @@ def _run_quick(script: str, tmp_path, *extra: str) -> str:
 
 @pytest.mark.parametrize("script, out, headings", [
     ("bench_kernels.py", "kernels.md", ["## Targets (issue 5)", "## Time per call",
+                                        "## Masks beside their unmasked twins",
+                                        "masked kernels within 15% of their unmasked twin",
                                         "## Achieved bandwidth", "stream bandwidth"]),
     ("bench_models.py", "models.md", ["## Targets (issue 5)", "## Results", "peak MB"]),
     ("bench_norm_training.py", "norm_training.md", ["brrr:fold_across_rows=False / brrr",
@@ -107,6 +109,24 @@ def test_floor_backend_returns_the_first_outputs_and_targets_name_cases_under_it
     assert "faster than Dynamo's own per-call cost (the `floor` column) on 1 case(s): tiny" in text
     assert "on 1 other miss(es) brrr less the floor is at most 5% over eager's time or " \
            "below it: small" in text
+
+
+def test_mask_targets_compare_each_masked_case_with_its_twin():
+    report = _bench_module("kernels_report")
+    ms, ok = 1e-3, {"brrr": "ok", report.TWIN: "ok"}
+    results = {
+        "masked_softmax 4x6x512": {"status": ok, "times": {"eager": 7 * ms, "brrr": 3 * ms,
+                                                          report.TWIN: 2 * ms}},
+        "masked_fill 256x256": {"status": ok, "times": {"eager": 1 * ms, "brrr": 0.5 * ms,
+                                                       report.TWIN: 0.48 * ms}},
+        "softmax 256x1024": {"status": {"brrr": "ok"}, "times": {"eager": 1 * ms, "brrr": 1 * ms}},
+    }
+    text = "\n".join(report.mask_targets(results))
+    assert "unmasked twin: MISSED on 1 of 2: masked_softmax 4x6x512 (1.50x)" in text
+    assert "masked softmax >= 1.5x eager: MET" in text     # 7 / 3 = 2.33x
+    rows = report.mask_rows(results)
+    assert [r["case"] for r in rows] == ["masked_softmax 4x6x512", "masked_fill 256x256"]
+    assert rows[1]["masked / no mask"] == "1.04x"
 
 
 def test_brrr_bench_finds_the_checkout():

@@ -9,12 +9,14 @@ contiguous where the data is, so gcc vectorizes it — transcendental calls incl
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
 import sympy
 import torch
 
+from brrr_compiler.codegen.cpp_hoist import hoisted
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
@@ -31,7 +33,11 @@ CTYPE = {
     torch.int16: "int16_t", torch.int32: "int32_t", torch.int64: "int64_t",
     torch.bool: "bool",
 }
-STORAGE = {**CTYPE, torch.float16: "brrr_half", torch.bfloat16: "uint16_t"}
+# bool lives in memory as uint8_t, read back as `!= 0`: gcc 12 vectorizes neither a load
+# of C++ bool (a select on it becomes a branch) nor a bool-to-float conversion, while a byte
+# compared with 0 is a vector compare whose mask feeds float selects directly. It also
+# reads any nonzero byte as true (a uint8 tensor viewed as bool), as ATen does.
+STORAGE = {**CTYPE, torch.float16: "brrr_half", torch.bfloat16: "uint16_t", torch.bool: "uint8_t"}
 
 # Per library: set when a kernel met an out-of-bounds index (eager raises for those);
 # the runtime reads and clears it after such kernels and raises.
@@ -119,6 +125,8 @@ def const_literal(value, dtype: torch.dtype) -> str:
 def cast_expr(x: str, src: torch.dtype, dst: torch.dtype) -> str:
     if dst is torch.bool:
         return f"({x} != 0)"
+    if src is torch.bool and dst.is_floating_point:   # gcc 12 vectorizes no (float)bool
+        return f"({x} ? ({CTYPE[dst]})1 : ({CTYPE[dst]})0)"
     if dst is torch.bfloat16:
         return f"brrr_round_bf16((float){x})"
     if dst is torch.float16:
@@ -180,6 +188,8 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:
             x = f"brrr_bf16_to_f32({x})"
         elif s.dtype is torch.float16:
             x = f"(float){x}"
+        elif s.dtype is torch.bool:
+            x = f"({x} != 0)"   # uint8_t storage (STORAGE)
         rhs = x
     elif s.op == "const":
         rhs = const_literal(s.value, s.dtype)
@@ -229,7 +239,10 @@ def _loops(k: Kernel, num_threads: int) -> list[str]:
         loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
     loop += ["    const int64_t lo = (w % ntiles) * tile;",
              "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
-    loop += _inner_loops(k, pieces, stream) + ["  }"]
+    once = hoisted(k)   # indices read once per row, checked before the loop (cpp_hoist.py)
+    dtypes = {s.out: s.dtype for s in k.body if s.out}
+    loop += ["    " + stmt_line(s, dtypes) for s in once]
+    loop += _inner_loops(k, pieces, stream, {s.out for s in once}) + ["  }"]
     cond = f"nwork * (n_inner < tile ? n_inner : tile) >= {PARALLEL_MIN_NUMEL} && nwork > 1"
     return lines + parallel_loop("  ", num_threads, cond, _pointwise_forks(k), loop, bool(stream))
 
@@ -244,14 +257,17 @@ def _pointwise_forks(k: Kernel) -> bool | None:
                  PARALLEL_MIN_NUMEL)
 
 
-def _inner_loops(k: Kernel, pieces: list, stream: set[str]) -> list[str]:
+def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str]) -> list[str]:
     """The innermost loop over [lo, hi), or one loop per piece of it where it splits
     (lower/split.py: cat's inputs, each a plain contiguous load in its own piece); stores
     to the `stream` buffers, outputs larger than the caches, stream past them
-    (cpp_stream.py)."""
+    (cpp_stream.py). The values named in `before` were computed before the loop."""
     v = k.loop_vars[-1]
     lines = []
     for j, (a, b, piece) in enumerate(pieces):
+        if before:
+            piece = dataclasses.replace(piece, phases=[dataclasses.replace(
+                p, body=[s for s in p.body if s.out not in before]) for p in piece.phases])
         start = "lo" if j == 0 else f"brrr_max_i64(lo, {a})"
         end = "hi" if j == len(pieces) - 1 else f"brrr_min_i64(hi, {b})"
         if stream:

@@ -30,9 +30,10 @@ class NextRowPrefetch:
         inputs = {b.name: b.dtype for b in k.inputs}
         self.loads: dict[tuple, int] = {}      # (buffer, index) -> elements per line
         if self.phase is not None and inner is not None:
+            known = set(k.all_vars()) | set(k.size_vars)   # not a loaded index (embedding)
             for s in loop_phases[0].body:
-                if s.op == "load" and s.buffer in inputs and \
-                        linear_coeff(s.index, inner, k.all_vars()) == 1:
+                if s.op == "load" and s.buffer in inputs and sympy.sympify(s.index).free_symbols <= known \
+                        and linear_coeff(s.index, inner, k.all_vars()) == 1:
                     self.loads[(s.buffer, s.index)] = LINE_BYTES // inputs[s.buffer].itemsize
 
     @property

@@ -22,6 +22,7 @@ from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, pragma, pro
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed_rows
 from brrr_compiler.codegen.cpp_scratch import rows_in_outputs
+from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
 CHUNK = 1024
@@ -118,13 +119,16 @@ class ReductionPrinter:
     def chunk(self, phase, reds, indent: str, inner: str, m: str, fold: bool = True) -> list[str]:
         """The innermost loop over one segment, its reductions folded into c_* (and then
         into acc_* when `fold`)."""
-        lines = []
+        lines, body = [], phase.body
         if all(r.value not in ("argmax", "argmin") for r in reds):
+            if reds:   # masks read as int32 lanes: cpp_staging.py
+                lines, body = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}", CHUNK,
+                                    self.cexpr, indent)
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))
         lines.append(f"{indent}for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
-        lines += self._body(phase.body, indent + "  ", True)
+        lines += self._body(body, indent + "  ", True)
         lines.append(f"{indent}}}")
         for r in reds if fold else ():
             lines += self.acc.combine(r, indent, "c_", "cn_", "ci_")

@@ -11,7 +11,7 @@ index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access 
 innermost-loop stride s is not 0 or 1 (a transposed read) moves min(64, s * itemsize)
 bytes per element: one cache line per element at worst. A per-row scratch array (kernel.scratch)
 stays in the core's cache: it costs no memory traffic. An index loaded from a tensor
-(gather's) ranges over its whole extent. A column fold is one fold of the column kind
+(gather's, embedding's) ranges over its whole extent. A column fold is one fold of the column kind
 per point (its partial rows stay in cache too); the columns phase runs once per point
 of the reduction domain.
 """

@@ -1,7 +1,8 @@
 """Ops whose value is an index computation, not arithmetic on their inputs' values.
 
 gather loads its input at an index read from another tensor (an indirect load, checked
-against the extent: eager raises for an out-of-range index); cat selects one input by the
+against the extent: eager raises for an out-of-range index), and embedding loads whole
+rows of its table that way; cat selects one input by the
 index along the cat dim, reading every input at a clamped, always in-bounds index; arange
 is a ramp of the index itself. Each rule takes the group lowering (`low`: its `value`
 evaluates any node at any index) and returns the node's value at `idx`.
@@ -19,16 +20,36 @@ from brrr_compiler.lower.scalar_rules import Body, V, normalized
 def gather(low, node, idx: tuple, body: Body) -> V:
     """out[idx] = x[idx with dim replaced by index[idx]]: an indirect load."""
     x, dim, index = node.args[0], node.args[1], node.args[2]
-    x_shape = indexing.shape(x.meta["val"])
-    dim = dim + len(x_shape) if dim < 0 else dim
-    raw = body.cast(low.value(index, idx), torch.int64)
-    safe = body.emit("bounded", torch.int64, (raw,), index=x_shape[dim])
-    low.sym_level[safe.name] = low.level_at(node, idx)
+    dim = dim + len(indexing.shape(x.meta["val"])) if dim < 0 else dim
+    return _indirect(low, node, x, dim, low.value(index, idx), idx, idx)
+
+
+def embedding(low, node, idx: tuple, body: Body) -> V:
+    """out[..., j] = weight[indices[...], j]: a gather of whole rows of the table. The
+    index is read, and checked, where indices[...] lives: once per row of a reduction,
+    not per element of its loop."""
+    weight, indices = node.args[0], node.args[1]
+    k = len(indexing.shape(indices.meta["val"]))
+    return _indirect(low, node, weight, 0, low.value(indices, idx[:k]), (None, idx[k]),
+                     idx[:k])
+
+
+def _indirect(low, node, x, dim: int, raw: V, at: tuple, where: tuple) -> V:
+    """x read at `at` with dim `dim` replaced by the loaded index `raw`, which exists at
+    `where` of node's domain; checked against x's extent there (eager raises for an index
+    out of range)."""
+    body, scope = low.target(node, where)
+    key = ("bounded", node, raw.name, scope)   # one check per row, however many phases read it
+    if key not in low.memo:
+        raw = body.cast(raw, torch.int64)
+        low.memo[key] = body.emit("bounded", torch.int64, (raw,),
+                                  index=indexing.shape(x.meta["val"])[dim])
+    safe = low.memo[key]
+    low.sym_level[safe.name] = low.level_at(node, where)
     sym = sympy.Symbol(safe.name, integer=True)
-    if low.is_full(idx):     # an index read inside a reduction loop: so is x at it
+    if low.is_full(where):     # an index read inside a reduction loop: so is x at it
         low.loop_syms.add(sym)
-    x_idx = tuple(sym if d == dim else i for d, i in enumerate(idx))
-    return low.value(x, x_idx)
+    return low.value(x, tuple(sym if d == dim else i for d, i in enumerate(at)))
 
 
 def cat(low, node, idx: tuple, body: Body) -> V:
@@ -59,4 +80,4 @@ def arange(low, node, idx: tuple, body: Body) -> V:
     return body.cast(ramp, node.meta["val"].dtype)
 
 
-RULES = {"gather": gather, "cat": cat, "arange": arange}
+RULES = {"gather": gather, "embedding": embedding, "cat": cat, "arange": arange}

@@ -45,6 +45,10 @@ CASES = {
                (_r(64, 32), torch.randint(0, 32, (64, 4), generator=torch.Generator().manual_seed(0)))),
     "cross_entropy": (lambda x, t: F.cross_entropy(x, t),
                       (_r(64, 32), torch.randint(0, 32, (64,), generator=torch.Generator().manual_seed(0)))),
+    "embedding": (lambda i, w, p: F.embedding(i, w) * 2 + p,
+                  (torch.randint(0, 100, (4, 16)), _r(100, 32), _r(16, 32))),
+    "masked_softmax": (lambda s, m: torch.where(m, s, float("-inf")).softmax(-1),
+                       (_r(4, 32, 32), torch.ones(32, 32, dtype=torch.bool).tril())),
 }
 
 

@@ -26,7 +26,7 @@ NORMS_LOSSES = ["softmax", "log_softmax", "nn.functional.layer_norm",
                 "nn.functional.group_norm", "nn.functional.batch_norm",
                 "nn.functional.rms_norm", "nn.functional.cross_entropy",
                 "nn.functional.nll_loss", "nn.functional.mse_loss",
-                "nn.functional.smooth_l1_loss", "gather"]
+                "nn.functional.smooth_l1_loss", "gather", "nn.functional.embedding"]
 VIEWS = ["view", "reshape", "permute", "transpose", "expand", "narrow", "select",
          "squeeze", "unsqueeze", "t", "contiguous", "clone", "to"]
 # bfloat16 where low precision changes what a kernel does (op-math in float32, rounding

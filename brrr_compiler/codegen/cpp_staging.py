@@ -1,0 +1,61 @@
+"""Byte-wide loads of a reduction chunk, staged as 32-bit lanes before its `omp simd` loop.
+
+Note on why. gcc sizes the vectors of an `omp simd reduction(...)` loop by the narrowest
+type in it: a bool or uint8 load (a mask) makes them 64 lanes wide on AVX-512, so each
+float partial lives in a 64-lane array that gcc folds after the loop one lane at a time,
+in order: 64 dependent scalar adds (or maxes) per chunk and partial. A masked softmax row
+of a few hundred elements spends more in those folds than in its own arithmetic. Copying
+the chunk's byte values into a local int32 array first (a plain loop that vectorizes:
+widening loads and stores, L1-resident) and reading that array in the reduction loop
+keeps every vector of the loop at 16 float lanes, as in the same loop without its mask.
+
+Only loads of 1-byte types whose index uses no value loaded in the loop (a gather's
+index) are staged; the values are the same (a bool reads back as `!= 0`, an int8 keeps
+its value in int32), so the printed body only reads another array.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+import torch
+
+from brrr_compiler.kernel_ir import Stmt
+
+BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
+
+
+def byte_loads(body: list[Stmt]) -> list[Stmt]:
+    """The loads of 1-byte values in `body` whose index uses only loop variables and
+    sizes (not a value the body computes)."""
+    computed = {s.out for s in body if s.out is not None}
+    return [s for s in body if s.op == "load" and s.dtype in BYTE_TYPES
+            and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
+
+
+def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
+          indent: str) -> tuple[list[str], list[Stmt]]:
+    """Lines that copy each byte load of `body` over [lo, hi) of `inner` (at most
+    `chunk` values) into a local int32 array, and `body` reading those arrays instead."""
+    arrays: dict = {}
+    for s in byte_loads(body):
+        arrays.setdefault((s.buffer, s.index), f"st_{s.out}")
+    if not arrays:
+        return [], body
+    lines = [f"{indent}const int64_t st_lo = {lo};"]
+    for (buffer, index), name in arrays.items():
+        lines += [f"{indent}int32_t {name}[{chunk}];", f"{indent}#pragma omp simd",
+                  f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
+                  f"{name}[{inner} - st_lo] = {buffer}[{cexpr(index)}];"]
+    at = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
+    staged = [_read(s, arrays[(s.buffer, s.index)], at)
+              if s.op == "load" and (s.buffer, s.index) in arrays else s for s in body]
+    return lines, staged
+
+
+def _read(load: Stmt, array: str, at) -> Stmt:
+    """`load` from the staged array. An int8/uint8 value is held as the int32 it was
+    staged as (a const int8_t copy would bring byte vectors back); every statement
+    reading it assigns its result to its own C type, so values are unchanged."""
+    dtype = load.dtype if load.dtype is torch.bool else torch.int32
+    return dataclasses.replace(load, buffer=array, index=at, dtype=dtype)

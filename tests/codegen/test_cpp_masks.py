@@ -1,0 +1,94 @@
+"""How the C++ printer reads masks and integers in float loops, checked as text.
+
+bool lives in memory as uint8_t and is read back as `!= 0`, and a bool becomes a number
+through a select: gcc 12 vectorizes neither a load of C++ bool nor (float)bool, so those
+forms kept every masked loop scalar. Values against eager are in tests/e2e/test_masks.py.
+"""
+import torch
+from torch.testing import FileCheck
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.lower.group import lower_group
+from tests.helpers import plan_of
+
+
+def _source(fn, *args) -> str:
+    plan = plan_of(fn, *args)
+    assert len(plan.groups) == 1, str(plan)
+    g = plan.groups[0]
+    return cpp.kernel_source(lower_group(g, g.name), 2)
+
+
+def _mask(*shape):
+    return torch.rand(shape) < 0.5
+
+
+def test_bool_input_is_bytes_compared_with_zero():
+    src = _source(lambda m, x, y: torch.where(m, x, y), _mask(64, 64), torch.randn(64, 64),
+                  torch.randn(64, 64))
+    (FileCheck().check("(const uint8_t* __restrict in0, const float* __restrict in1")
+     .check("#pragma omp simd")
+     .check("const bool v0 = (in0[i0] != 0);")
+     .check("const float v3 = (v0 ? v1 : v2);").run(src))
+    assert "bool*" not in src
+
+
+def test_bool_to_float_is_a_select():
+    src = _source(lambda m, x: m.to(x.dtype) * x, _mask(64, 64), torch.randn(64, 64))
+    (FileCheck().check("const bool v0 = (in0[i0] != 0);")
+     .check("const float v1 = (v0 ? (float)1 : (float)0);").run(src))
+
+
+def test_bool_output_is_stored_as_bytes():
+    src = _source(lambda a, b: a > b, torch.randn(64, 64), torch.randn(64, 64))
+    (FileCheck().check("uint8_t* __restrict out0)").check("const bool v2 = (v0 > v1);")
+     .check("out0[i0] = v2;").run(src))
+
+
+def test_masked_softmax_stages_the_mask_for_its_reduction_loops():
+    """The row walks that fold (max, sum of exps) read the mask from an int32 copy of
+    the chunk (cpp_staging.py); the last walk, which folds nothing, reads the bytes."""
+    def fn(s, mask):
+        return torch.where(mask, s * 0.125, float("-inf")).softmax(-1)
+
+    src = _source(fn, torch.randn(2, 3, 64, 64), torch.ones(64, 64, dtype=torch.bool).tril())
+    check = FileCheck().check("const uint8_t* __restrict in0")
+    for fold, v in (("max", "v0"), ("+", "v7")):
+        (check.check("const int64_t st_lo = cb - ro * m0;").check(f"int32_t st_{v}[1024];")
+         .check("#pragma omp simd").check(f"st_{v}[r0 - st_lo] = in0[(i1*64 + r0)];")
+         .check(f"#pragma omp simd reduction({fold}:")
+         .check(f"const bool {v} = (st_{v}[r0 - st_lo] != 0);"))
+    check.check("#pragma omp simd \n").check("= (in0[(i1*64 + r0)] != 0);").run(src)
+
+
+def test_gathered_byte_loads_are_not_staged():
+    """A load at an index read in the loop (gather) stays where it is."""
+    def fn(m, idx):
+        return m.gather(-1, idx).sum(-1)
+
+    src = _source(fn, _mask(8, 64), torch.randint(0, 64, (8, 48)))
+    assert "st_lo" not in src and "brrr_in_bounds(" in src
+
+
+def test_integer_input_converts_directly():
+    src = _source(lambda q, s: (q.float() - 3) * s, torch.zeros(64, 64, dtype=torch.int8),
+                  torch.randn(64, 1))
+    (FileCheck().check("const int8_t* __restrict in0").check("const int8_t v0 = in0[")
+     .check("const float v1 = ((float)v0);").run(src))
+
+
+def test_embedding_checks_its_row_index_before_the_inner_loop():
+    """The index an embedding reads once per output row is loaded and checked before the
+    `omp simd` loop (cpp_hoist.py), which then reads one contiguous table row; a gather
+    whose index changes along the inner loop keeps its check inside."""
+    def fn(idx, w, pos):
+        return torch.nn.functional.embedding(idx, w) * 2.0 + pos
+
+    src = _source(fn, torch.randint(0, 100, (4, 64)), torch.randn(100, 32), torch.randn(64, 32))
+    (FileCheck().check("const int64_t v0 = in0[(i0*64 + i1)];")
+     .check("const int64_t v1 = brrr_in_bounds(v0, 100) ? v0 : 0;")
+     .check("#pragma omp simd").check("for (int64_t i2 = lo; i2 < hi; ++i2) {")
+     .check_not("brrr_in_bounds").check("in1[(v1*32 + i2)]").run(src))
+    src = _source(lambda x, i: x.gather(-1, i) * 2, torch.randn(8, 64), torch.randint(0, 64, (8, 48)))
+    (FileCheck().check("#pragma omp simd").check("for (int64_t i1 = lo; i1 < hi; ++i1) {")
+     .check("brrr_in_bounds(").run(src))
