@@ -21,6 +21,10 @@ LOW_PRECISION_TOL = {
     torch.float16: dict(atol=1e-2, rtol=1e-2),
     torch.bfloat16: dict(atol=5e-2, rtol=5e-2),
 }
+# the dtypes a float64 run of the same program can judge (check_against_eager's
+# `reference`), with the tolerance added to twice eager's own error
+REFERENCE_TOL = {**LOW_PRECISION_TOL, torch.float32: dict(atol=1e-5, rtol=1.3e-6),
+                 torch.float64: dict(atol=1e-5, rtol=1.3e-6)}
 
 # ATen calls that move no data: allowed next to a fused kernel
 ALIAS_OPS = ("aten.detach.", "aten.alias.", "aten.view.", "aten._unsafe_view.", "aten.t.",
@@ -66,10 +70,10 @@ def _same_layout(a: torch.Tensor, e: torch.Tensor) -> bool:
 
 
 def _within_eager_error(a, e, r, tol) -> bool:
-    """Low precision: `a` is as close to the float64 reference `r` as eager's `e` is (per
-    element, twice eager's error plus the dtype's tolerance): a fused chain that rounds
-    once is not eager's bits but no worse than eager."""
-    if r is None or e.dtype not in LOW_PRECISION_TOL or not e.dtype.is_floating_point:
+    """`a` is as close to the float64 reference `r` as eager's `e` is (per element, twice
+    eager's error plus the dtype's tolerance): a fused chain that rounds once, or sums in
+    another order, is not eager's bits but no worse than eager."""
+    if r is None or e.dtype not in REFERENCE_TOL:
         return False
     a, e, r = (t.detach().to(torch.float64) for t in (a, e, r))
     err_a, err_e = (a - r).abs(), (e - r).abs()
@@ -92,7 +96,7 @@ def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=N
                          msg=lambda m, i=i: f"{what} {i} differs from eager:\n{m}")
         except AssertionError:
             if a.dtype != e.dtype or a.shape != e.shape or \
-                    not _within_eager_error(a, e, r, LOW_PRECISION_TOL.get(e.dtype)):
+                    not _within_eager_error(a, e, r, REFERENCE_TOL.get(e.dtype)):
                 raise
         if strides:
             assert _same_layout(a, e), \
@@ -124,9 +128,9 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
 
     `backend` replaces brrr (e.g. "aot_eager", to tell brrr's failures from torch's).
     `strict` also compares the outputs' strides and the inputs after the call (values,
-    dtypes, strides: what the function mutated). `reference` judges a float16/bfloat16
-    value that misses eager's tolerance against the same program run in float64 instead:
-    it passes if it is no further from that than eager is.
+    dtypes, strides: what the function mutated). `reference` judges a float32, float16 or
+    bfloat16 value that misses eager's tolerance against the same program run in float64
+    instead: it passes if it is no further from that than eager is.
     Returns the GraphReports of the graphs brrr compiled.
     """
     if not grad:

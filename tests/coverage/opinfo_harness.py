@@ -157,9 +157,10 @@ def _eager_runs(fn, tensors, grad: bool) -> str | None:
 
 
 def run_sample(op, sample, backend=None, grad: bool = True, variant: str = "op",
-               strict: bool = False) -> dict:
+               strict: bool = False, options=None) -> dict:
     """Run one sample's `variant` under `backend` (None: brrr) and classify it against
-    eager (`strict`: strides and mutated arguments too, low precision against float64).
+    eager (`strict`: strides and mutated arguments too, low precision against float64;
+    `options`: brrr's).
 
     Returns {"status", "detail", "stage", "kernels", "aten_calls", "build_failed"}:
     the stage that failed (output, input after the call, gradient, or crash), brrr's
@@ -180,7 +181,8 @@ def run_sample(op, sample, backend=None, grad: bool = True, variant: str = "op",
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             graphs = check_against_eager(fn, *tensors, grad=grad, backend=backend,
-                                         allow_fallback=True, strict=strict, reference=strict)
+                                         allow_fallback=True, strict=strict, reference=strict,
+                                         options=options)
         if backend is None:
             result["kernels"] = sum(len(g.kernels) for g in graphs)
             result["aten_calls"] = sum(len(compute_calls(g)) for g in graphs)
