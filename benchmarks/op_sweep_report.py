@@ -54,17 +54,25 @@ def progress(base: str) -> tuple:
 STAGES = ("output", "input after the call", "gradient")
 
 
+def _error_type(result: dict) -> str:
+    return result.get("detail", "").split(":")[0].split(" at ")[0]
+
+
 def classify_failure(brrr: dict, aot_eager: dict | None, eager_mode: dict | None) -> str:
     """brrr-only, shared or drift, for a sample (or graph) brrr failed.
 
-    shared: aot_eager fails too, no later than brrr did (a crash anywhere counts), so
-    the failure is torch's. drift: float16/bfloat16 that matches eager once brrr rounds
-    every op as eager does (low_precision="eager"): the default mode's float32
-    intermediates, by design, not a wrong value."""
-    if aot_eager and aot_eager["status"] in ("mismatch", "crash"):
-        a, b = aot_eager.get("stage", "crash"), brrr.get("stage", "crash")
-        if "crash" in (a, b) or a not in STAGES or b not in STAGES or \
-                STAGES.index(a) <= STAGES.index(b):
+    shared: aot_eager fails too, in the same way: both raise the same exception type, or
+    aot_eager raises where brrr gives a wrong value, or both give wrong values with
+    aot_eager's no later (output, mutated input, gradient) than brrr's; the failure is
+    torch's. drift: float16/bfloat16 that matches eager once brrr rounds every op as
+    eager does (low_precision="eager"): the default mode's float32 intermediates, by
+    design, not a wrong value."""
+    if aot_eager and aot_eager["status"] == "crash":
+        if brrr["status"] != "crash" or _error_type(brrr) == _error_type(aot_eager):
+            return "shared"
+    elif aot_eager and aot_eager["status"] == "mismatch" and brrr["status"] == "mismatch":
+        a, b = aot_eager.get("stage"), brrr.get("stage")
+        if a not in STAGES or b not in STAGES or STAGES.index(a) <= STAGES.index(b):
             return "shared"
     if eager_mode and eager_mode["status"] == "pass":
         return "drift"
