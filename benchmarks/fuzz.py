@@ -7,8 +7,9 @@ eager for values, dtypes, strides, mutated inputs and gradients.
     python benchmarks/fuzz.py --seeds 0:10000 --jobs 2 [--resume]
 
 Each seed's pattern is checked by tests/helpers.py:check_against_eager(strict=True,
-reference=True): a value outside eager's tolerance still passes when it is no further
-from a float64 run of the same graph than eager is (brrr sums in its own order). A
+reference=...): a value outside eager's tolerance still passes when it is no further
+from the graph's exact math (float64 throughout, its casts to lower precision too) than
+eager is (brrr sums in its own order, keeps low-precision chains in float32). A
 failing seed runs under aot_eager too: failing there as well makes it torch's (shared),
 not brrr's; a float16/bfloat16 one under low_precision="eager" too: passing there, it
 is drift (brrr keeps fused low-precision chains in float32 by design). A
@@ -90,7 +91,7 @@ def _run(p, backend, options) -> dict:
             warnings.simplefilter("ignore")
             check_against_eager(f, *inputs, grad=p.requires_grad, backend=backend,
                                 options=options, allow_fallback=True, strict=True,
-                                reference=True)
+                                reference=p.build_reference())
         return {"status": "pass", "stage": "", "detail": ""}
     except AssertionError as err:
         return {"status": "mismatch", "stage": _stage(str(err)), "detail": _line(str(err))}
@@ -121,11 +122,14 @@ def parse_args(argv=None):
     p.add_argument("--max-numel", type=int, default=1 << 19, help="elements per tensor, at most")
     p.add_argument("--jsonl", default=os.path.join(tempfile.gettempdir(), "brrr-fuzz.jsonl"))
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--recheck", action="store_true",
+                   help="run again the seeds of the range that did not pass (after a fix)")
     p.add_argument("--seed-timeout", type=float, default=300.0)
     p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results" / "fuzz.md"))
     p.add_argument("--worker", nargs=2, type=int, metavar=("FIRST", "STEP"),
                    help=argparse.SUPPRESS)
     p.add_argument("--last", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--since", type=float, default=time.time(), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -145,13 +149,14 @@ def load(base: str) -> dict:
 
 def worker(args) -> None:
     first, step = args.worker
-    done = set(load(args.jsonl))
+    done = {s for s, r in load(args.jsonl).items()     # --recheck: what failed before it
+            if not args.recheck or r["status"] in ("pass", "skip") or r.get("t", 0) >= args.since}
     with open(args.jsonl, "a") as out:
         for seed in range(first, args.last, step):
             if seed in done:
                 continue
             print(f"START {seed}", flush=True)
-            out.write(json.dumps(check(seed, args.max_numel)) + "\n")
+            out.write(json.dumps(dict(check(seed, args.max_numel), t=time.time())) + "\n")
             out.flush()
 
 
@@ -163,6 +168,7 @@ def shard(args, k: int, n: int, lo: int, hi: int) -> None:
     while True:
         cmd = [sys.executable, __file__, "--worker", str(lo + k), str(n), "--last", str(hi),
                "--jsonl", jsonl, "--max-numel", str(args.max_numel)]
+        cmd += ["--recheck", "--since", str(args.since)] if args.recheck else []
         with open(jsonl + ".worker.log", "a") as log:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
                                     cwd=str(REPO_ROOT))
@@ -185,7 +191,7 @@ def shard(args, k: int, n: int, lo: int, hi: int) -> None:
             return
         with open(jsonl, "a") as out:
             out.write(json.dumps({"seed": seed, "status": "brrr-only", "stage": "crash",
-                                  "detail": why}) + "\n")
+                                  "detail": why, "t": time.time()}) + "\n")
 
 
 def summary(rows: dict, lo: int, hi: int, seconds: float | None) -> str:
@@ -240,7 +246,7 @@ def main(argv=None) -> int:
         print(f"# result: {check(args.seed, args.max_numel)}")
         return 0
     lo, hi = map(int, args.seeds.split(":"))
-    if not args.resume:
+    if not args.resume and not args.recheck:
         for path in [args.jsonl, *Path(args.jsonl).parent.glob(Path(args.jsonl).name + ".*of*")]:
             if os.path.exists(path):
                 os.unlink(path)

@@ -110,11 +110,25 @@ class Pattern:
                 f"python benchmarks/fuzz.py --seed {self.seed}\n"
                 "import torch\nimport torch.nn.functional as F\n\n\n"
                 f"{self.inputs_source()}\n\n{self.function_source()}\n\n"
+                "# the exact math the comparison judges values outside eager's tolerance by\n"
+                f"{self.reference_source().replace('def f(', 'def f_exact(')}\n\n"
                 "if __name__ == \"__main__\":  # from the repository root\n"
                 "    import sys\n    sys.path.insert(0, \".\")\n"
                 "    from tests.helpers import check_against_eager\n"
                 f"    check_against_eager(f, *make_inputs(), grad={grad}, strict=True, "
-                "reference=True)\n    print(\"matches eager\")\n")
+                "reference=f_exact)\n    print(\"matches eager\")\n")
+
+    def reference_source(self) -> str:
+        """f with every cast to a lower precision made a float64 one: the exact math."""
+        src = self.function_source().replace(".float()", ".double()")
+        for dt in ("float32", "bfloat16", "float16"):
+            src = src.replace(f"torch.{dt}", "torch.float64")
+        return src
+
+    def build_reference(self):
+        env = {"torch": torch, "F": F}
+        exec(self.reference_source(), env)  # noqa: S102
+        return env["f"]
 
     def build(self) -> tuple:
         """(f, inputs): the function and a fresh set of its inputs."""
