@@ -4,6 +4,7 @@ variant, with gradients; failures told apart from torch's own by aot_eager.
     python benchmarks/op_sweep.py --dtypes float32,float64,bfloat16,float16 --grad \\
         --variants op,inplace,out --jobs 2 [--resume] [--limit N] [--ops add,sum,...]
     python benchmarks/op_sweep.py --repro add:bfloat16:inplace:fwd:3   # one sample, loud
+    python benchmarks/op_sweep.py ... --recheck     # again the samples that failed, after a fix
 
 A job is (op, dtype, variant, fwd|grad). "op" calls the function, "inplace" its in-place
 method on the sample's input (forward: the compiled function mutates its argument;
@@ -58,6 +59,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--jsonl", default=os.path.join(tempfile.gettempdir(), "brrr-op-sweep.jsonl"),
                    help="results, one JSON line per sample (a suffix per shard)")
     p.add_argument("--resume", action="store_true", help="skip samples already in --jsonl")
+    p.add_argument("--recheck", action="store_true",
+                   help="run again the samples in --jsonl that failed (after a fix)")
     p.add_argument("--out", default=str(RESULTS_DIR / "op_sweep.md"))
     p.add_argument("--repro", metavar="OP:DTYPE:VARIANT:fwd|grad:I",
                    help="run one sample under brrr and aot_eager, raising what it raises")
@@ -106,7 +109,7 @@ def worker(jobs_path: str, out_path: str, limit) -> None:
     ops = h.ops_by_key(h.load_op_db())
     todo = json.loads(Path(jobs_path).read_text())
     out = open(out_path, "a")
-    for n, (job, start) in enumerate(todo):
+    for n, (job, start, only) in enumerate(todo):
         key, dtype_name, variant, grad = job
         op, dtype = ops[key], getattr(torch, dtype_name)
         print(f"JOB {n}", flush=True)
@@ -115,7 +118,7 @@ def worker(jobs_path: str, out_path: str, limit) -> None:
             samples = h.samples(op, dtype, grad, limit)
         except Exception as err:  # noqa: BLE001
             samples, base["error"] = [], f"sample_inputs raised {type(err).__name__}: {err}"[:300]
-        for i in range(start, len(samples)):
+        for i in [k for k in range(start, len(samples)) if only is None or k in only]:
             print(f"START {n} {i}", flush=True)
             row = dict(base, i=i, desc=h.describe(samples[i]))
             row["brrr"] = h.run_sample(op, samples[i], None, grad, variant, strict=True)
@@ -125,7 +128,7 @@ def worker(jobs_path: str, out_path: str, limit) -> None:
             if row["brrr"]["status"] == h.MISMATCH and dtype in (torch.float16, torch.bfloat16):
                 row["eager_mode"] = h.run_sample(op, samples[i], None, grad, variant, strict=True,
                                                  options={"low_precision": "eager"})
-            out.write(json.dumps(row) + "\n")
+            out.write(json.dumps(dict(row, t=time.time())) + "\n")
             out.flush()
         out.write(json.dumps(dict(base, done=len(samples))) + "\n")
         out.flush()
@@ -197,15 +200,23 @@ def drive(todo: list, args, jsonl: str, env) -> None:
                           + "\n")
         todo = todo[job:] if sample is not None else todo[job + 1:]
         if sample is not None:
-            todo[0] = [todo[0][0], sample + 1]
+            todo[0] = [todo[0][0], sample + 1, todo[0][2]]
 
 
-def pending(jobs: list, jsonl: str, resume: bool) -> list:
-    """[job, first sample] for the jobs not finished in the JSONL files."""
+def pending(jobs: list, jsonl: str, resume: bool, recheck: bool = False) -> list:
+    """[job, first sample, only these samples or None]: the jobs not finished in the
+    JSONL files, or (recheck) the samples that failed there."""
+    if recheck:
+        failed = {}
+        for r in report.load(jsonl):
+            if "done" not in r and report.classify(r) not in ("pass", "skip"):
+                failed.setdefault(tuple(r[k] for k in ("op", "dtype", "variant", "grad")),
+                                  []).append(r["i"])
+        return [[j, 0, sorted(failed[tuple(j)])] for j in jobs if tuple(j) in failed]
     if not resume:
-        return [[j, 0] for j in jobs]
+        return [[j, 0, None] for j in jobs]
     done, seen = report.progress(jsonl)
-    return [[j, seen.get(tuple(j), -1) + 1] for j in jobs if tuple(j) not in done]
+    return [[j, seen.get(tuple(j), -1) + 1, None] for j in jobs if tuple(j) not in done]
 
 
 def run_shards(args, argv: list) -> None:
@@ -230,7 +241,7 @@ def main(argv=None) -> int:
         return repro(args.repro, args.limit)
     jobs = all_jobs(args)
     Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
-    if not args.resume and not args.shard:
+    if not args.resume and not args.shard and not args.recheck:
         for old in report.jsonl_files(args.jsonl):
             os.unlink(old)
     os.environ.setdefault("BRRR_CACHE_DIR", tempfile.mkdtemp(prefix="brrr-op-sweep-"))
@@ -242,7 +253,7 @@ def main(argv=None) -> int:
     else:
         k, n = map(int, (args.shard or "0/1").split("/"))
         jsonl = f"{args.jsonl}.{k}of{n}" if args.shard else args.jsonl
-        drive(pending(jobs[k::n], args.jsonl, args.resume), args, jsonl, env)
+        drive(pending(jobs[k::n], args.jsonl, args.resume, args.recheck), args, jsonl, env)
         if args.shard:
             return 0
     Path(args.out).write_text(report.summary(report.load(args.jsonl), jobs, args,

@@ -26,7 +26,8 @@ def _job(r) -> tuple:
 
 
 def load(base: str) -> list:
-    """The latest line for each sample or job end, from every shard's file."""
+    """The latest line for each sample or job end, from every shard's file (by its
+    time stamp where it has one: --recheck appends to whichever shard runs it)."""
     latest = {}
     for path in jsonl_files(base):
         for line in Path(path).read_text().splitlines():
@@ -36,7 +37,9 @@ def load(base: str) -> list:
                 r = json.loads(line)
             except json.JSONDecodeError:          # a line cut short by a kill
                 continue
-            latest[_job(r) + (r.get("i", "done"),)] = r
+            key = _job(r) + (r.get("i", "done"),)
+            if r.get("t", 0) >= latest.get(key, {}).get("t", 0):     # a recheck wins
+                latest[key] = r
     return list(latest.values())
 
 
