@@ -24,10 +24,15 @@ def _eager_runs(p) -> bool:
 def minimize(p, run):
     """Greedy: drop outputs, then statements (last first), while brrr still fails the
     same way (same stage: output, mutated input, gradient, or a crash)."""
-    stage = run(p, None, None)["stage"]
+    first = run(p, None, None)
+    if first["status"] == "pass":
+        return p                        # nothing to shrink
 
     def _fails(q, run) -> bool:
-        return _eager_runs(q) and run(q, None, None)["stage"] == stage
+        if not _eager_runs(q):
+            return False
+        again = run(q, None, None)
+        return again["status"] != "pass" and again["stage"] == first["stage"]
 
     changed = True
     while changed:

@@ -9,7 +9,7 @@ pytest.importorskip("expecttest", reason="op_db needs the expecttest package")
 from benchmarks import op_sweep, op_sweep_report as report  # noqa: E402
 from tests.coverage import opinfo_harness as h  # noqa: E402
 
-SLICE = ["add", "sum", "clamp"]
+SLICE = ["add", "sum"]
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
 
@@ -27,7 +27,7 @@ def test_op_variants_match_eager(op_table, name, dtype):
         if not h.has_variant(op, variant):
             continue
         g = grad and variant != "out"
-        for s in h.samples(op, dtype, g, 2):
+        for s in h.samples(op, dtype, g, 1):
             r = h.run_sample(op, s, None, g, variant, strict=True)
             ran += r["status"] != h.SKIP
             if r["status"] in (h.MISMATCH, h.CRASH):
