@@ -122,6 +122,8 @@ def parse_args(argv=None):
     p.add_argument("--max-numel", type=int, default=1 << 19, help="elements per tensor, at most")
     p.add_argument("--jsonl", default=os.path.join(tempfile.gettempdir(), "brrr-fuzz.jsonl"))
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--report-only", action="store_true",
+                   help="write the summary of what --jsonl holds, running nothing")
     p.add_argument("--recheck", action="store_true",
                    help="run again the seeds of the range that did not pass (after a fix)")
     p.add_argument("--seed-timeout", type=float, default=300.0)
@@ -206,8 +208,9 @@ def summary(rows: dict, lo: int, hi: int, seconds: float | None) -> str:
              "slices, masks, casts, in-place updates of intermediates and inputs; all four "
              "float dtypes; transposed, step-sliced and expanded inputs; zero-size and size-1 "
              "dims; inputs requiring grad), checked for values, dtypes, strides, mutated "
-             "inputs and gradients. Low-precision and float32 values outside eager's "
-             "tolerance pass when no further than eager from a float64 run of the graph. "
+             "inputs and gradients. A value outside eager's tolerance passes when its worst "
+             "error against the graph's exact math (float64 throughout, casts included) is at "
+             "most twice eager's plus one tolerance unit. "
              "*shared*: aot_eager fails too (torch's). *drift*: a float16/bfloat16 graph that "
              "matches eager under `low_precision=\"eager\"` (float32 intermediates, by "
              "design). "
@@ -227,7 +230,8 @@ def summary(rows: dict, lo: int, hi: int, seconds: float | None) -> str:
     for kind in ("brrr-only", "shared", "drift"):
         lines += ["", f"## {kind} mismatches", ""]
         lines += [f"- seed {r['seed']} ({r.get('dtype', '?')}, {r.get('ops', '?')} ops"
-                  f"{', grad' if r.get('grad') else ''}): {r['stage']}: {r['detail'][:200]}"
+                  f"{', grad' if r.get('grad') else ''}): {r['stage']}: {r['detail'][:200]} "
+                  f"(`python benchmarks/fuzz.py --seed {r['seed']} --minimize`)"
                   for r in mine if r["status"] == kind] or ["None."]
     return "\n".join(lines) + "\n"
 
@@ -246,7 +250,7 @@ def main(argv=None) -> int:
         print(f"# result: {check(args.seed, args.max_numel)}")
         return 0
     lo, hi = map(int, args.seeds.split(":"))
-    if not args.resume and not args.recheck:
+    if not (args.resume or args.recheck or args.report_only):
         for path in [args.jsonl, *Path(args.jsonl).parent.glob(Path(args.jsonl).name + ".*of*")]:
             if os.path.exists(path):
                 os.unlink(path)
@@ -256,11 +260,12 @@ def main(argv=None) -> int:
     import threading
     threads = [threading.Thread(target=shard, args=(args, k, args.jobs, lo, hi))
                for k in range(args.jobs)]
-    for t in threads:
+    for t in threads if not args.report_only else []:
         t.start()
-    for t in threads:
+    for t in threads if not args.report_only else []:
         t.join()
-    Path(args.out).write_text(summary(load(args.jsonl), lo, hi, time.time() - t0))
+    Path(args.out).write_text(summary(load(args.jsonl), lo, hi,
+                                      None if args.report_only else time.time() - t0))
     print(f"wrote {args.out}")
     return 0
 

@@ -62,6 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--recheck", action="store_true",
                    help="run again the samples in --jsonl that failed (after a fix)")
     p.add_argument("--out", default=str(RESULTS_DIR / "op_sweep.md"))
+    p.add_argument("--report-only", action="store_true",
+                   help="write the summary of what --jsonl holds, running nothing")
     p.add_argument("--repro", metavar="OP:DTYPE:VARIANT:fwd|grad:I",
                    help="run one sample under brrr and aot_eager, raising what it raises")
     p.add_argument("--worker", metavar="JOBS_JSON", help=argparse.SUPPRESS)
@@ -241,13 +243,15 @@ def main(argv=None) -> int:
         return repro(args.repro, args.limit)
     jobs = all_jobs(args)
     Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
-    if not args.resume and not args.shard and not args.recheck:
+    if not (args.resume or args.shard or args.recheck or args.report_only):
         for old in report.jsonl_files(args.jsonl):
             os.unlink(old)
     os.environ.setdefault("BRRR_CACHE_DIR", tempfile.mkdtemp(prefix="brrr-op-sweep-"))
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     t0 = time.time()
-    if args.jobs > 1:
+    if args.report_only:
+        pass
+    elif args.jobs > 1:
         os.environ["BRRR_CACHE_DIR"] = env["BRRR_CACHE_DIR"]
         run_shards(args, argv)
     else:
@@ -257,7 +261,7 @@ def main(argv=None) -> int:
         if args.shard:
             return 0
     Path(args.out).write_text(report.summary(report.load(args.jsonl), jobs, args,
-                                             time.time() - t0))
+                                             None if args.report_only else time.time() - t0))
     print(f"wrote {args.out}")
     return 0
 
