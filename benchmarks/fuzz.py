@@ -125,7 +125,7 @@ def parse_args(argv=None):
     p.add_argument("--report-only", action="store_true",
                    help="write the summary of what --jsonl holds, running nothing")
     p.add_argument("--recheck", action="store_true",
-                   help="run again the seeds of the range that did not pass (after a fix)")
+                   help="run again the seeds of the range brrr failed (after a fix)")
     p.add_argument("--seed-timeout", type=float, default=300.0)
     p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results" / "fuzz.md"))
     p.add_argument("--worker", nargs=2, type=int, metavar=("FIRST", "STEP"),
@@ -152,7 +152,8 @@ def load(base: str) -> dict:
 def worker(args) -> None:
     first, step = args.worker
     done = {s for s, r in load(args.jsonl).items()     # --recheck: what failed before it
-            if not args.recheck or r["status"] in ("pass", "skip") or r.get("t", 0) >= args.since}
+            if not args.recheck or r["status"] in ("pass", "skip", "shared")
+            or r.get("t", 0) >= args.since}
     with open(args.jsonl, "a") as out:
         for seed in range(first, args.last, step):
             if seed in done:

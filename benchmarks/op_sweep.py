@@ -60,7 +60,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="results, one JSON line per sample (a suffix per shard)")
     p.add_argument("--resume", action="store_true", help="skip samples already in --jsonl")
     p.add_argument("--recheck", action="store_true",
-                   help="run again the samples in --jsonl that failed (after a fix)")
+                   help="run again the samples in --jsonl that brrr failed (after a fix)")
     p.add_argument("--out", default=str(RESULTS_DIR / "op_sweep.md"))
     p.add_argument("--report-only", action="store_true",
                    help="write the summary of what --jsonl holds, running nothing")
@@ -207,11 +207,11 @@ def drive(todo: list, args, jsonl: str, env) -> None:
 
 def pending(jobs: list, jsonl: str, resume: bool, recheck: bool = False) -> list:
     """[job, first sample, only these samples or None]: the jobs not finished in the
-    JSONL files, or (recheck) the samples that failed there."""
+    JSONL files, or (recheck) the samples brrr failed there (not torch's own failures)."""
     if recheck:
         failed = {}
         for r in report.load(jsonl):
-            if "done" not in r and report.classify(r) not in ("pass", "skip"):
+            if "done" not in r and report.classify(r) in ("brrr-only", "drift"):
                 failed.setdefault(tuple(r[k] for k in ("op", "dtype", "variant", "grad")),
                                   []).append(r["i"])
         return [[j, 0, sorted(failed[tuple(j)])] for j in jobs if tuple(j) in failed]
