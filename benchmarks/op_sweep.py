@@ -1,28 +1,34 @@
-"""Op coverage sweep: every OpInfo sample in torch's op_db under brrr and under aot_eager.
+"""Op coverage sweep: every OpInfo sample in torch's op_db under brrr, in every dtype and
+variant, with gradients; failures told apart from torch's own by aot_eager.
 
-    python benchmarks/op_sweep.py [--dtypes float32,bfloat16] [--ops add,sum,...]
-                                  [--limit N] [--no-grad] [--op-timeout 300]
-                                  [--jsonl PATH] [--resume] [--out PATH]
+    python benchmarks/op_sweep.py --dtypes float32,float64,bfloat16,float16 --grad \\
+        --variants op,inplace,out --jobs 2 [--resume] [--limit N] [--ops add,sum,...]
+    python benchmarks/op_sweep.py --repro add:bfloat16:inplace:fwd:3   # one sample, loud
+    python benchmarks/op_sweep.py ... --recheck     # again the samples that failed, after a fix
 
-Each sample (its tensors become the compiled function's arguments) is compared with
-eager through tests/helpers.py:check_against_eager: outputs and, for differentiable ops
-in floating dtypes, the gradients of the inputs. A sample is pass / mismatch / crash
-under each backend, or skip when eager itself raises on it. aot_eager runs the same
-samples so that what fails there too (random ops, undefined outputs, AOTAutograd and
-Dynamo limits) is told apart from brrr's own failures.
+A job is (op, dtype, variant, fwd|grad). "op" calls the function, "inplace" its in-place
+method on the sample's input (forward: the compiled function mutates its argument;
+with gradients: a clone of it), "out" the out= overload into zeroed tensors passed as
+arguments. Gradient jobs run for --grad-dtypes (float32 and float64) where the op is
+differentiable; their forward outputs are checked too. Each sample is compared with eager
+by tests/helpers.py:check_against_eager(strict=True): values, dtypes, strides, the
+arguments after the call (what it mutated), gradients; float16/bfloat16 values outside
+eager's tolerance pass if no further from a float64 run than eager is. A sample brrr
+fails runs under aot_eager too: a failure there as well is torch's (shared); a float16/
+bfloat16 one runs again under low_precision="eager" (passing there, it is drift: float32
+intermediates by design, reported apart).
 
-The ops run in a worker process that the driver restarts when it dies (a crashing
-kernel) or stalls past --op-timeout; the op it was on is recorded as such. Results go
-line by line to a JSONL file (--resume continues one) and the summary table to
-benchmarks/results/op_sweep.md. Needs the `expecttest` package (op_db imports it).
+--jobs N runs N shards, each a driver process that restarts its worker when it dies or
+stalls past --sample-timeout (that sample is recorded as a crash). Samples are appended
+as they finish to one JSONL per shard (--jsonl, default in the temp dir); --resume skips
+what is there. The report (op_sweep_report.py) goes to benchmarks/results/op_sweep.md.
+Needs the `expecttest` package (op_db imports it).
 """
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
-import platform
 import queue
 import subprocess
 import sys
@@ -36,53 +42,99 @@ RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-BACKENDS = ("brrr", "aot_eager")
-STATUSES = ("pass", "mismatch", "crash")
+from benchmarks import op_sweep_report as report  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dtypes", default="float32")
+    p.add_argument("--grad", action="store_true", help="gradient jobs for --grad-dtypes")
+    p.add_argument("--grad-dtypes", default="float32,float64")
+    p.add_argument("--variants", default="op", help="comma-separated: op,inplace,out")
     p.add_argument("--ops", default="", help="comma-separated op keys (default: all)")
-    p.add_argument("--limit", type=int, default=None, help="samples per op and dtype")
-    p.add_argument("--no-grad", action="store_true", help="forward only")
-    p.add_argument("--op-timeout", type=float, default=300.0, help="seconds per op and dtype")
+    p.add_argument("--limit", type=int, default=None, help="samples per job (default: all)")
+    p.add_argument("--jobs", type=int, default=1, help="shards run side by side")
+    p.add_argument("--shard", default=None, help="K/N: run only every N-th job from K")
+    p.add_argument("--sample-timeout", type=float, default=300.0, help="seconds per sample")
     p.add_argument("--jsonl", default=os.path.join(tempfile.gettempdir(), "brrr-op-sweep.jsonl"),
-                   help="per-op results, one JSON line each")
-    p.add_argument("--resume", action="store_true", help="skip jobs already in --jsonl")
+                   help="results, one JSON line per sample (a suffix per shard)")
+    p.add_argument("--resume", action="store_true", help="skip samples already in --jsonl")
+    p.add_argument("--recheck", action="store_true",
+                   help="run again the samples in --jsonl that brrr failed (after a fix)")
     p.add_argument("--out", default=str(RESULTS_DIR / "op_sweep.md"))
+    p.add_argument("--report-only", action="store_true",
+                   help="write the summary of what --jsonl holds, running nothing")
+    p.add_argument("--repro", metavar="OP:DTYPE:VARIANT:fwd|grad:I",
+                   help="run one sample under brrr and aot_eager, raising what it raises")
     p.add_argument("--worker", metavar="JOBS_JSON", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
-# ---- the worker: runs jobs, one JSON line per finished job ---------------------------
+def _split(text: str) -> list:
+    return [x for x in text.split(",") if x]
 
-def worker(jobs_path: str, out_path: str, limit, grad: bool) -> None:
+
+def all_jobs(args) -> list:
+    """[op, dtype, variant, grad] for every op, dtype and variant that apply, op by op
+    (so a partial run covers its ops in every dtype)."""
+    import torch
+    from tests.coverage import opinfo_harness as h
+
+    ops = h.ops_by_key(h.load_op_db())
+    keys = _split(args.ops) or sorted(ops)
+    missing = [k for k in keys if k not in ops]
+    if missing:
+        raise SystemExit(f"unknown op keys: {missing}")
+    jobs = []
+    for key in keys:
+        op = ops[key]
+        for d in _split(args.dtypes):
+            if getattr(torch, d) not in op.supported_dtypes("cpu"):
+                continue
+            grad = args.grad and d in _split(args.grad_dtypes) and h.wants_grad(op, getattr(torch, d))
+            for v in _split(args.variants):
+                if not h.has_variant(op, v):
+                    continue
+                modes = [False, True] if v == "inplace" and grad else [grad and v == "op"]
+                jobs += [[key, d, v, g] for g in modes]
+    return jobs
+
+
+# ---- the worker: runs samples, one JSON line each ------------------------------------
+
+def worker(jobs_path: str, out_path: str, limit) -> None:
     import torch
     import torch._dynamo
     from tests.coverage import opinfo_harness as h
 
     torch._dynamo.config.suppress_errors = False
     ops = h.ops_by_key(h.load_op_db())
-    jobs = json.loads(Path(jobs_path).read_text())
-    for i, (key, dtype_name) in enumerate(jobs):
-        print(f"START {i}", flush=True)
+    todo = json.loads(Path(jobs_path).read_text())
+    out = open(out_path, "a")
+    for n, (job, start, only) in enumerate(todo):
+        key, dtype_name, variant, grad = job
         op, dtype = ops[key], getattr(torch, dtype_name)
-        g = grad and h.wants_grad(op, dtype)
-        record = {"op": key, "dtype": dtype_name, "grad": g, "samples": [], "limit": limit}
+        print(f"JOB {n}", flush=True)
+        base = {"op": key, "dtype": dtype_name, "variant": variant, "grad": grad}
         try:
-            samples = h.samples(op, dtype, g, limit)
+            samples = h.samples(op, dtype, grad, limit)
         except Exception as err:  # noqa: BLE001
-            record["error"] = f"sample_inputs raised {type(err).__name__}: {err}"[:300]
-            samples = []
-        for j, s in enumerate(samples):
-            row = {"i": j, "desc": h.describe(s)}
-            for backend in BACKENDS:
-                row[backend] = h.run_sample(op, s, None if backend == "brrr" else backend, g)
-            record["samples"].append(row)
-        with open(out_path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        print(f"DONE {i}", flush=True)
+            samples, base["error"] = [], f"sample_inputs raised {type(err).__name__}: {err}"[:300]
+        for i in [k for k in range(start, len(samples)) if only is None or k in only]:
+            print(f"START {n} {i}", flush=True)
+            row = dict(base, i=i, desc=h.describe(samples[i]))
+            row["brrr"] = h.run_sample(op, samples[i], None, grad, variant, strict=True)
+            if row["brrr"]["status"] in (h.MISMATCH, h.CRASH):
+                row["aot_eager"] = h.run_sample(op, samples[i], "aot_eager", grad, variant,
+                                                strict=True)
+            if row["brrr"]["status"] == h.MISMATCH and dtype in (torch.float16, torch.bfloat16):
+                row["eager_mode"] = h.run_sample(op, samples[i], None, grad, variant, strict=True,
+                                                 options={"low_precision": "eager"})
+            out.write(json.dumps(dict(row, t=time.time())) + "\n")
+            out.flush()
+        out.write(json.dumps(dict(base, done=len(samples))) + "\n")
+        out.flush()
+        print(f"END {n}", flush=True)
 
 
 # ---- the driver: restarts the worker past deaths and stalls --------------------------
@@ -93,182 +145,123 @@ def _reader(stream, q):
     q.put(None)
 
 
-def _died(key, dtype_name, why) -> dict:
-    return {"op": key, "dtype": dtype_name, "grad": None, "samples": [], "error": why}
-
-
-def drive(jobs: list, args, env) -> None:
-    start = 0
-    while start < len(jobs):
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(jobs[start:], f)
-        cmd = [sys.executable, __file__, "--worker", f.name, "--jsonl", args.jsonl]
-        cmd += ["--no-grad"] if args.no_grad else []
-        cmd += ["--limit", str(args.limit)] if args.limit else []
-        log = open(args.jsonl + ".worker.log", "a")
+def _run_worker(todo: list, args, jsonl: str, env) -> tuple:
+    """Run the worker on `todo` until it finishes (None) or dies/stalls: then
+    (position in todo, sample index or None, why)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(todo, f)
+    cmd = [sys.executable, __file__, "--worker", f.name, "--jsonl", jsonl]
+    cmd += ["--limit", str(args.limit)] if args.limit else []
+    with open(jsonl + ".worker.log", "a") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                                 cwd=str(REPO_ROOT))
         q: queue.Queue = queue.Queue()
         threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
-        current, finished = None, False
+        job, sample, ended = None, None, False
         while True:
             try:
-                line = q.get(timeout=args.op_timeout + (120 if current is None else 0))
+                line = q.get(timeout=args.sample_timeout + 120)
             except queue.Empty:
                 proc.kill()
-                why = f"timeout: no result in {args.op_timeout:.0f}s"
-                break
+                proc.wait()
+                os.unlink(f.name)
+                return job, sample, f"timeout: no result in {args.sample_timeout:.0f}s"
             if line is None:
                 proc.wait()
-                if current is None and proc.returncode != 0:
-                    raise SystemExit(f"the worker failed outside any op (exit {proc.returncode}); "
-                                     f"see {log.name}")
-                finished = current is None
-                why = f"worker died (exit {proc.returncode})"
-                break
-            if line.startswith("START "):
-                current = start + int(line.split()[1])
-                print(f"[{current + 1}/{len(jobs)}] {jobs[current][0]} {jobs[current][1]}",
-                      flush=True)
-            elif line.startswith("DONE "):
-                current = None
-        os.unlink(f.name)
-        log.close()
-        if finished or current is None:
-            break
-        with open(args.jsonl, "a") as out:
-            out.write(json.dumps(_died(*jobs[current], why)) + "\n")
-        start = current + 1
+                os.unlink(f.name)
+                if ended and job == len(todo) - 1:
+                    return None
+                if job is None:
+                    raise SystemExit(f"the worker failed before any job (exit "
+                                     f"{proc.returncode}); see {log.name}")
+                return job, sample, f"worker died (exit {proc.returncode})"
+            word, *nums = line.split()
+            if word == "JOB":
+                job, sample, ended = int(nums[0]), None, False
+                print(" ".join(map(str, todo[job][0])), flush=True)
+            elif word == "START":
+                sample = int(nums[1])
+            elif word == "END":
+                ended = True
 
 
-def all_jobs(dtypes: list, only: list) -> list:
-    import torch
-    from tests.coverage import opinfo_harness as h
-
-    ops = h.ops_by_key(h.load_op_db())
-    keys = only or sorted(ops)
-    missing = [k for k in keys if k not in ops]
-    if missing:
-        raise SystemExit(f"unknown op keys: {missing}")
-    return [(k, d) for d in dtypes for k in keys
-            if getattr(torch, d) in ops[k].supported_dtypes("cpu")]
-
-
-# ---- the summary ---------------------------------------------------------------------
-
-def load_records(path: str) -> list:
-    latest = {}
-    if os.path.exists(path):
-        for line in Path(path).read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                latest[(r["op"], r["dtype"])] = r
-    return list(latest.values())
+def drive(todo: list, args, jsonl: str, env) -> None:
+    while todo:
+        stopped = _run_worker(todo, args, jsonl, env)
+        if stopped is None:
+            return
+        job, sample, why = stopped
+        key, dtype, variant, grad = todo[job][0]
+        base = {"op": key, "dtype": dtype, "variant": variant, "grad": grad}
+        with open(jsonl, "a") as out:
+            if sample is None:
+                out.write(json.dumps(dict(base, done=0, error=why)) + "\n")
+            else:
+                crash = {"status": "crash", "stage": "crash", "detail": why}
+                out.write(json.dumps(dict(base, i=sample, desc="", brrr=crash, aot_eager=None))
+                          + "\n")
+        todo = todo[job:] if sample is not None else todo[job + 1:]
+        if sample is not None:
+            todo[0] = [todo[0][0], sample + 1, todo[0][2]]
 
 
-def _counts(record, backend) -> collections.Counter:
-    c = collections.Counter(s[backend]["status"] for s in record["samples"])
-    if record.get("error") and not record["samples"]:
-        c["died"] += 1
-    return c
+def pending(jobs: list, jsonl: str, resume: bool, recheck: bool = False) -> list:
+    """[job, first sample, only these samples or None]: the jobs not finished in the
+    JSONL files, or (recheck) the samples brrr failed there (not torch's own failures)."""
+    if recheck:
+        failed = {}
+        for r in report.load(jsonl):
+            if "done" not in r and report.classify(r) in ("brrr-only", "drift"):
+                failed.setdefault(tuple(r[k] for k in ("op", "dtype", "variant", "grad")),
+                                  []).append(r["i"])
+        return [[j, 0, sorted(failed[tuple(j)])] for j in jobs if tuple(j) in failed]
+    if not resume:
+        return [[j, 0, None] for j in jobs]
+    done, seen = report.progress(jsonl)
+    return [[j, seen.get(tuple(j), -1) + 1, None] for j in jobs if tuple(j) not in done]
 
 
-def _brrr_only(record) -> list:
-    return [s for s in record["samples"]
-            if s["aot_eager"]["status"] == "pass" and s["brrr"]["status"] != "pass"]
-
-
-def _cell(c) -> str:
-    return " / ".join(str(c.get(k, 0)) for k in STATUSES)
-
-
-def summary(records: list, args, seconds: float | None) -> str:
-    import torch
-    by_dtype = collections.defaultdict(list)
-    for r in records:
-        by_dtype[r["dtype"]].append(r)
-    lines = ["# Op coverage sweep: brrr vs aot_eager on torch's op_db", "",
-             f"torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs; "
-             f"`python benchmarks/op_sweep.py --dtypes {args.dtypes}"
-             + (f" --limit {args.limit}" if args.limit else "")
-             + (" --no-grad" if args.no_grad else "") + "`"
-             + (f"; {seconds / 60:.0f} min" if seconds else ""), "",
-             "Every OpInfo CPU sample input, compiled with `torch.compile(fn, backend=...)` "
-             "and compared with eager by `tests/helpers.py:check_against_eager` (outputs; "
-             "gradients of the inputs too where the op and dtype are differentiable). "
-             "Cells read pass / mismatch / crash. *brrr-only* counts samples that pass under "
-             "aot_eager but not under brrr: the target is 0. *fused* counts samples where "
-             "brrr generated at least one kernel. Samples eager itself rejects are skipped.",
-             "", "## Totals", "",
-             "| dtype | ops | samples | skipped | brrr pass/mism/crash | aot_eager pass/mism/crash "
-             "| brrr-only failures | aot_eager-only failures | fused |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for dt, recs in sorted(by_dtype.items()):
-        b, a = collections.Counter(), collections.Counter()
-        only_b = only_a = fused = n = skipped = 0
-        for r in recs:
-            for s in r["samples"]:
-                if s["brrr"]["status"] == "skip":
-                    skipped += 1
-                    continue
-                n += 1
-                b[s["brrr"]["status"]] += 1
-                a[s["aot_eager"]["status"]] += 1
-                only_b += s["aot_eager"]["status"] == "pass" and s["brrr"]["status"] != "pass"
-                only_a += s["brrr"]["status"] == "pass" and s["aot_eager"]["status"] != "pass"
-                fused += bool(s["brrr"].get("kernels"))
-        died = sum(1 for r in recs if r.get("error") and not r["samples"])
-        lines.append(f"| {dt} | {len(recs)}" + (f" ({died} died/timed out)" if died else "")
-                     + f" | {n} | {skipped} | {_cell(b)} | {_cell(a)} | {only_b} | {only_a} "
-                     f"| {fused} |")
-    builds = [(r, s) for r in records for s in r["samples"] if s["brrr"].get("build_failed")]
-    lines += ["", "## Kernels that failed to build (their groups ran through ATen)", ""]
-    lines += [f"- `{r['op']}` {r['dtype']} sample {s['i']} ({s['desc']}): "
-              f"{s['brrr']['build_failed']}" for r, s in builds] or ["None."]
-    lines += ["", "## brrr-only failures (pass under aot_eager, fail under brrr)", ""]
-    fails = [(r, s) for r in records for s in _brrr_only(r)]
-    died = [r for r in records if r.get("error") and not r["samples"]]
-    if not fails and not died:
-        lines.append("None.")
-    for r in died:
-        lines.append(f"- `{r['op']}` {r['dtype']}: {r['error']}")
-    for r, s in sorted(fails, key=lambda x: (x[0]["op"], x[0]["dtype"], x[1]["i"])):
-        lines.append(f"- `{r['op']}` {r['dtype']} sample {s['i']} ({s['desc']}): "
-                     f"**{s['brrr']['status']}** {s['brrr']['detail']}")
-    lines += ["", "## Per op", "",
-              "| op | dtype | grad | samples | brrr | aot_eager | brrr-only | fused |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in sorted(records, key=lambda r: (r["op"], r["dtype"])):
-        live = [s for s in r["samples"] if s["brrr"]["status"] != "skip"]
-        sub = dict(r, samples=live)
-        note = f" ({r['error'][:60]})" if r.get("error") else ""
-        note += f" (at most {r['limit']} samples, spread)" if r.get("limit") else ""
-        lines.append(f"| `{r['op']}` | {r['dtype']} | {'y' if r['grad'] else ''} | {len(live)}"
-                     f"{note} | {_cell(_counts(sub, 'brrr'))} | {_cell(_counts(sub, 'aot_eager'))} "
-                     f"| {len(_brrr_only(sub))} | {sum(bool(s['brrr'].get('kernels')) for s in live)} |")
-    return "\n".join(lines) + "\n"
+def run_shards(args, argv: list) -> None:
+    """--jobs N: N copies of this driver, each on every N-th job."""
+    argv = [a for i, a in enumerate(argv) if not a.startswith("--jobs")
+            and not (i and argv[i - 1] == "--jobs")]
+    procs = [subprocess.Popen([sys.executable, __file__, *argv, "--jobs", "1",
+                               "--shard", f"{k}/{args.jobs}", "--resume"], cwd=str(REPO_ROOT))
+             for k in range(args.jobs)]
+    for p in procs:
+        p.wait()
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.worker:
-        worker(args.worker, args.jsonl, args.limit, not args.no_grad)
+        worker(args.worker, args.jsonl, args.limit)
         return 0
-    dtypes = [d for d in args.dtypes.split(",") if d]
-    jobs = all_jobs(dtypes, [o for o in args.ops.split(",") if o])
+    if args.repro:
+        from benchmarks.op_sweep_repro import repro
+        return repro(args.repro, args.limit)
+    jobs = all_jobs(args)
     Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
-    if args.resume:
-        done = {(r["op"], r["dtype"]) for r in load_records(args.jsonl)}
-        jobs = [j for j in jobs if tuple(j) not in done]
-    elif os.path.exists(args.jsonl):
-        os.unlink(args.jsonl)
-    cache = tempfile.mkdtemp(prefix="brrr-op-sweep-")
-    env = dict(os.environ, BRRR_CACHE_DIR=cache, PYTHONPATH=str(REPO_ROOT))
+    if not (args.resume or args.shard or args.recheck or args.report_only):
+        for old in report.jsonl_files(args.jsonl):
+            os.unlink(old)
+    os.environ.setdefault("BRRR_CACHE_DIR", tempfile.mkdtemp(prefix="brrr-op-sweep-"))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     t0 = time.time()
-    drive(jobs, args, env)
-    wanted = {(k, d) for k, d in all_jobs(dtypes, [o for o in args.ops.split(",") if o])}
-    records = [r for r in load_records(args.jsonl) if (r["op"], r["dtype"]) in wanted]
-    Path(args.out).write_text(summary(records, args, time.time() - t0))
+    if args.report_only:
+        pass
+    elif args.jobs > 1:
+        os.environ["BRRR_CACHE_DIR"] = env["BRRR_CACHE_DIR"]
+        run_shards(args, argv)
+    else:
+        k, n = map(int, (args.shard or "0/1").split("/"))
+        jsonl = f"{args.jsonl}.{k}of{n}" if args.shard else args.jsonl
+        drive(pending(jobs[k::n], args.jsonl, args.resume, args.recheck), args, jsonl, env)
+        if args.shard:
+            return 0
+    Path(args.out).write_text(report.summary(report.load(args.jsonl), jobs, args,
+                                             None if args.report_only else time.time() - t0))
     print(f"wrote {args.out}")
     return 0
 

@@ -22,7 +22,7 @@ def _dims(x, dim):
 def _count(x, dims):
     n = 1
     for d in dims:
-        n = n * x.shape[d]
+        n = n * (x.shape[d] if x.dim() else 1)    # a 0-d tensor's dim 0 (or -1) is itself
     return n
 
 

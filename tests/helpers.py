@@ -21,6 +21,10 @@ LOW_PRECISION_TOL = {
     torch.float16: dict(atol=1e-2, rtol=1e-2),
     torch.bfloat16: dict(atol=5e-2, rtol=5e-2),
 }
+# the dtypes a float64 run of the same program can judge (check_against_eager's
+# `reference`), with the tolerance added to twice eager's own error
+REFERENCE_TOL = {**LOW_PRECISION_TOL, torch.float32: dict(atol=1e-5, rtol=1.3e-6),
+                 torch.float64: dict(atol=1e-5, rtol=1.3e-6)}
 
 # ATen calls that move no data: allowed next to a fused kernel
 ALIAS_OPS = ("aten.detach.", "aten.alias.", "aten.view.", "aten._unsafe_view.", "aten.t.",
@@ -52,28 +56,88 @@ def _gradients(out, inputs, params):
     if not outs or not wrt:
         return []
     gen = torch.Generator().manual_seed(1234)
-    loss = sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype)).sum() for o in outs)
+    # drawn in float32 whatever the output's dtype, so that a float64 reference of the
+    # same program (check_against_eager's `reference`) sees the same cotangents
+    loss = sum((o * torch.randn(o.shape, generator=gen).to(o.dtype)).sum() for o in outs)
     return list(torch.autograd.grad(loss, wrt, allow_unused=True))
 
 
-def _compare(actual, expected, atol, rtol, what: str) -> None:
+def _same_layout(a: torch.Tensor, e: torch.Tensor) -> bool:
+    """Equal strides over the dims that have any (size > 1); sparse and empty pass."""
+    if a.layout != torch.strided or e.layout != torch.strided or e.numel() == 0:
+        return True
+    return all(sa == se for n, sa, se in zip(e.shape, a.stride(), e.stride()) if n > 1)
+
+
+def _within_eager_error(a, e, r, tol) -> bool:
+    """`a` is as close to the float64 reference `r` as eager's `e` is: its worst error,
+    in units of the dtype's tolerance at each element, is at most twice eager's plus
+    one. A fused chain that rounds once (low-precision values kept in float32), or sums
+    in another order, is not eager's bits but no worse than eager."""
+    if r is None or e.dtype not in REFERENCE_TOL:
+        return False
+    a, e, r = (t.detach().to(torch.float64) for t in (a, e, r))
+    unit = tol["atol"] + tol["rtol"] * r.abs()
+    both_nan = a.isnan() & (e.isnan() | r.isnan())
+    same = (a == e) | both_nan
+    err_a = torch.where(same, 0.0, (a - r).abs() / unit)
+    err_e = torch.where(e.isnan() | r.isnan(), 0.0, (e - r).abs() / unit)
+    if not bool(torch.isfinite(err_a).all()) or a.numel() == 0:
+        return a.numel() == 0
+    return bool(err_a.max() <= 2 * err_e.max() + 1)
+
+
+def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=None) -> None:
     actual, expected = _tensors(actual), _tensors(expected)
+    reference = _tensors(reference) if reference is not None else []
+    if len(reference) != len(expected):
+        reference = [None] * len(expected)
     assert len(actual) == len(expected), f"{what}: {len(actual)} tensors, eager has {len(expected)}"
-    for i, (a, e) in enumerate(zip(actual, expected)):
+    for i, (a, e, r) in enumerate(zip(actual, expected, reference)):
         given = atol is not None or rtol is not None
         tol = dict(atol=atol, rtol=rtol) if given else LOW_PRECISION_TOL.get(e.dtype, {})
-        assert_close(a.detach(), e.detach(), equal_nan=True, **tol,
-                     msg=lambda m, i=i: f"{what} {i} differs from eager:\n{m}")
+        try:
+            assert_close(a.detach(), e.detach(), equal_nan=True, **tol,
+                         msg=lambda m, i=i: f"{what} {i} differs from eager:\n{m}")
+        except AssertionError:
+            if a.dtype != e.dtype or a.shape != e.shape or \
+                    not _within_eager_error(a, e, r, REFERENCE_TOL.get(e.dtype)):
+                raise
+        if strides:
+            assert _same_layout(a, e), \
+                f"{what} {i}: strides {a.stride()}, eager's {e.stride()} (shape {tuple(e.shape)})"
+
+
+def _float64_reference(fn, args, grad: bool, params) -> tuple:
+    """fn's outputs, inputs after the call and gradients, computed from float64 copies of
+    the floating-point inputs: the reference low-precision results are judged against."""
+    def up(a):
+        if not isinstance(a, torch.Tensor) or not a.is_floating_point():
+            return clone_input(a)
+        return a.detach().to(torch.float64).requires_grad_(a.requires_grad)
+    ref_args = [up(a) for a in args]
+    try:
+        out = fn(*ref_args)
+        grads = _gradients(out, ref_args, params) if grad else None
+    except Exception:  # noqa: BLE001  (an op without float64 support: no reference)
+        return None, None, None
+    return out, ref_args, grads
 
 
 def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None,
-                        allow_fallback=False, backend=None):
+                        allow_fallback=False, backend=None, strict=False, reference=False):
     """Compile `fn` with brrr, run it and eager on copies of `args`, and compare outputs
     (and, if `grad`, the gradients of the inputs that require grad and, for a module, of
     its parameters). Unless `allow_fallback`, brrr's warning that a group runs through
     ATen instead (a kernel that failed to lower or build) fails the test.
 
     `backend` replaces brrr (e.g. "aot_eager", to tell brrr's failures from torch's).
+    `strict` also compares the outputs' strides and the inputs after the call (values,
+    dtypes, strides: what the function mutated). `reference` judges a float32, float16 or
+    bfloat16 value that misses eager's tolerance against the same program run in float64
+    instead: it passes if it is no further from that than eager is. `reference` may be
+    that float64 program itself (a function like `fn` whose casts to lower precision
+    are float64 too: the exact math a float32-intermediate chain approximates).
     Returns the GraphReports of the graphs brrr compiled.
     """
     if not grad:
@@ -90,13 +154,18 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
         if not allow_fallback:
             warnings.filterwarnings("error", "brrr: .*instead", RuntimeWarning)
         actual = compiled(*brrr_args)
-        _compare(actual, expected, atol, rtol, "output")
+        params = [p for p in fn.parameters() if p.requires_grad] \
+            if isinstance(fn, torch.nn.Module) else []
+        ref_fn = reference if callable(reference) else fn
+        ref_out, ref_args, ref_grads = _float64_reference(ref_fn, args, grad, params) \
+            if reference else (None, None, None)
+        _compare(actual, expected, atol, rtol, "output", strict, ref_out)
+        if strict:
+            _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args)
         if grad:
-            params = [p for p in fn.parameters() if p.requires_grad] \
-                if isinstance(fn, torch.nn.Module) else []
             _compare(_gradients(actual, brrr_args, params),
                      _gradients(expected, eager_args, params),
-                     atol, rtol, "gradient of input or parameter")
+                     atol, rtol, "gradient of input or parameter", reference=ref_grads)
     torch._dynamo.reset()
     return sink
 

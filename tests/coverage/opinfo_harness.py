@@ -15,6 +15,13 @@ other arguments are constants. Eager is the oracle through `check_against_eager`
 and a brrr kernel that failed to build (its group ran through ATen: right answers, but
 a code generation bug) is reported in "build_failed".
 
+Each sample runs as one of three variants: "op" (the function), "inplace" (its in-place
+method on the sample's input: a graph input the compiled function mutates, or, with
+gradients, a clone of it) and "out" (the out= overload writing into zeroed tensors that
+are extra arguments). `strict` compares strides and the arguments after the call
+(mutated inputs, out= tensors) as well as values and dtypes; float16/bfloat16 values that
+miss eager's tolerance are judged against a float64 run of the same sample.
+
 Python scalars in an op's output (allclose, equal, ...) are compared as 0-dim tensors.
 """
 from __future__ import annotations
@@ -72,20 +79,64 @@ def _tensorize(out):
     return tree_map(lambda x: torch.tensor(x) if isinstance(x, (bool, int, float)) else x, out)
 
 
-def sample_fn(op, sample):
-    """(fn, tensors): fn(*tensors) calls the op on the sample."""
+VARIANTS = ("op", "inplace", "out")
+
+
+def has_variant(op, variant: str) -> bool:
+    if variant == "inplace":
+        return op.inplace_variant is not None
+    if variant == "out":
+        return bool(op.supports_out)
+    return True
+
+
+def sample_fn(op, sample, variant: str = "op"):
+    """(fn, tensors): fn(*tensors) calls the op's `variant` on the sample; None when the
+    variant does not apply to it (an out= op whose result is not tensors, or that eager
+    rejects)."""
     flat, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
     where = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor)]
-    call = op.op
+    tensors = [flat[i] for i in where]
 
-    def fn(*tensors):
+    def unflatten(tensors):
         leaves = list(flat)
         for i, t in zip(where, tensors):
             leaves[i] = t
-        inp, args, kwargs = tree_unflatten(leaves, spec)
+        return tree_unflatten(leaves, spec)
+
+    if variant == "out":
+        return _out_fn(op, unflatten, tensors)
+    call = op.inplace_variant if variant == "inplace" else op.op
+
+    def fn(*tensors):
+        inp, args, kwargs = unflatten(tensors)
+        if variant == "inplace" and isinstance(inp, torch.Tensor) and inp.requires_grad:
+            inp = inp.clone()           # a leaf that requires grad cannot be mutated
         return _tensorize(call(inp, *args, **kwargs))
 
-    return fn, [flat[i] for i in where]
+    return fn, tensors
+
+
+def _out_fn(op, unflatten, tensors):
+    """The out= call: zeroed tensors shaped like eager's result are extra arguments."""
+    try:
+        inp, args, kwargs = unflatten([clone_input(t).detach() for t in tensors])
+        want = op.op(inp, *args, **kwargs)
+    except Exception:  # noqa: BLE001  (eager rejects it: no out= call to make)
+        return None
+    flat = want if isinstance(want, (tuple, list)) else (want,)
+    if not flat or not all(isinstance(t, torch.Tensor) and t.layout == torch.strided
+                           for t in flat):
+        return None
+    outs = [torch.zeros_like(t, memory_format=torch.contiguous_format) for t in flat]
+    single = not isinstance(want, (tuple, list))
+
+    def fn(*tensors):
+        given, outs = tensors[:len(tensors) - len(flat)], tensors[len(tensors) - len(flat):]
+        inp, args, kwargs = unflatten(given)
+        return op.op(inp, *args, **kwargs, out=outs[0] if single else tuple(outs))
+
+    return fn, [t.detach() for t in tensors] + outs
 
 
 def _eager_runs(fn, tensors, grad: bool) -> str | None:
@@ -105,37 +156,47 @@ def _eager_runs(fn, tensors, grad: bool) -> str | None:
     return None
 
 
-def run_sample(op, sample, backend=None, grad: bool = True) -> dict:
-    """Run one sample under `backend` (None: brrr) and classify it against eager.
+def run_sample(op, sample, backend=None, grad: bool = True, variant: str = "op",
+               strict: bool = False, options=None) -> dict:
+    """Run one sample's `variant` under `backend` (None: brrr) and classify it against
+    eager (`strict`: strides and mutated arguments too, low precision against float64;
+    `options`: brrr's).
 
-    Returns {"status", "detail", "kernels", "aten_calls", "build_failed"}: brrr's fused
-    kernels, the ATen compute calls it left, and the first kernel build failure's
+    Returns {"status", "detail", "stage", "kernels", "aten_calls", "build_failed"}:
+    the stage that failed (output, input after the call, gradient, or crash), brrr's
+    fused kernels, the ATen compute calls it left, and the first kernel build failure's
     warning (None for other backends)."""
-    fn, tensors = sample_fn(op, sample)
+    made = sample_fn(op, sample, variant)
+    result = {"status": PASS, "detail": "", "stage": "", "kernels": None,
+              "aten_calls": None, "build_failed": None}
+    if made is None:
+        return dict(result, status=SKIP, detail="eager rejects the out= call")
+    fn, tensors = made
     grad = grad and any(t.requires_grad for t in tensors)
     why = "uninitialized output" if op.name in UNDEFINED_OUTPUT else _eager_runs(fn, tensors, grad)
     if why is not None:
-        return {"status": SKIP, "detail": why, "kernels": None, "aten_calls": None,
-                "build_failed": None}
-    result = {"status": PASS, "detail": "", "kernels": None, "aten_calls": None,
-              "build_failed": None}
+        return dict(result, status=SKIP, detail=why)
     brrr_log._warned.clear()          # warn_once: every sample reports its own fallbacks
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             graphs = check_against_eager(fn, *tensors, grad=grad, backend=backend,
-                                         allow_fallback=True)
+                                         allow_fallback=True, strict=strict, reference=strict,
+                                         options=options)
         if backend is None:
             result["kernels"] = sum(len(g.kernels) for g in graphs)
             result["aten_calls"] = sum(len(compute_calls(g)) for g in graphs)
             failed = [str(w.message) for w in caught if "failed to build" in str(w.message)]
             result["build_failed"] = _first_lines(failed[0], 1) if failed else None
     except AssertionError as err:
-        result.update(status=MISMATCH, detail=_first_lines(str(err), 4))
+        text = str(err)
+        stage = next((s for s in ("gradient", "input after the call", "output")
+                      if text.startswith(s)), "output")
+        result.update(status=MISMATCH, detail=_first_lines(text, 4), stage=stage)
     except Exception as err:  # noqa: BLE001  (any other error is the backend crashing)
         tb = traceback.extract_tb(err.__traceback__)
         where = f" at {tb[-1].filename.split('/')[-1]}:{tb[-1].lineno}" if tb else ""
-        result.update(status=CRASH,
+        result.update(status=CRASH, stage="crash",
                       detail=f"{type(err).__name__}{where}: {_first_lines(str(err), 3)}")
     finally:
         torch._dynamo.reset()

@@ -196,6 +196,16 @@ def test_centering_epilogue_matches_eager_with_grad():
     assert compute_calls(_graph(graphs, "backward")) == [], str(graphs[1])
 
 
+@pytest.mark.parametrize("dim", [0, -1, None])
+def test_variance_of_a_zero_dim_tensor(dim):
+    """A 0-d tensor's dim 0 (or -1) is the tensor itself; brrr's var/std decomposition
+    once indexed its (empty) shape there and raised IndexError (found by the fuzzer)."""
+    def fn(x):
+        return x.var(dim, keepdim=True, unbiased=False) + x, x.std(dim) * x
+
+    check_against_eager(fn, torch.tensor(1.5, requires_grad=True))
+
+
 # ---- 2. kernel counts of norms, softmaxes and losses -----------------------------------
 
 # backward kernels now (greedy policy, main at b8648e2); the issue allows at most two each
