@@ -48,17 +48,18 @@ def _tensors(tree) -> list[torch.Tensor]:
     return [t for t in flat if isinstance(t, torch.Tensor)]
 
 
-def _gradients(out, inputs, params):
+def _gradients(out, inputs, params, drawn_as=None):
     """Gradients of sum(output * fixed random cotangent) w.r.t. the inputs needing grad
-    and `params`."""
+    and `params`. `drawn_as`: the dtypes to draw the cotangents in (those of another run's
+    outputs: a float64 reference of a float16 program sees the float16 run's cotangents)."""
     outs = [o for o in _tensors(out) if o.requires_grad]
     wrt = [a for a in inputs if isinstance(a, torch.Tensor) and a.requires_grad] + params
     if not outs or not wrt:
         return []
     gen = torch.Generator().manual_seed(1234)
-    # drawn in float32 whatever the output's dtype, so that a float64 reference of the
-    # same program (check_against_eager's `reference`) sees the same cotangents
-    loss = sum((o * torch.randn(o.shape, generator=gen).to(o.dtype)).sum() for o in outs)
+    drawn_as = drawn_as if drawn_as and len(drawn_as) == len(outs) else [o.dtype for o in outs]
+    loss = sum((o * torch.randn(o.shape, generator=gen, dtype=d).to(o.dtype)).sum()
+               for o, d in zip(outs, drawn_as))
     return list(torch.autograd.grad(loss, wrt, allow_unused=True))
 
 
@@ -108,9 +109,10 @@ def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=N
                 f"{what} {i}: strides {a.stride()}, eager's {e.stride()} (shape {tuple(e.shape)})"
 
 
-def _float64_reference(fn, args, grad: bool, params) -> tuple:
+def _float64_reference(fn, args, grad: bool, params, expected) -> tuple:
     """fn's outputs, inputs after the call and gradients, computed from float64 copies of
-    the floating-point inputs: the reference low-precision results are judged against."""
+    the floating-point inputs: the reference low-precision results are judged against.
+    Its cotangents are drawn as for eager's outputs (`expected`)."""
     def up(a):
         if not isinstance(a, torch.Tensor) or not a.is_floating_point():
             return clone_input(a)
@@ -118,7 +120,8 @@ def _float64_reference(fn, args, grad: bool, params) -> tuple:
     ref_args = [up(a) for a in args]
     try:
         out = fn(*ref_args)
-        grads = _gradients(out, ref_args, params) if grad else None
+        drawn_as = [o.dtype for o in _tensors(expected) if o.requires_grad]
+        grads = _gradients(out, ref_args, params, drawn_as) if grad else None
     except Exception:  # noqa: BLE001  (an op without float64 support: no reference)
         return None, None, None
     return out, ref_args, grads
@@ -157,7 +160,7 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
         params = [p for p in fn.parameters() if p.requires_grad] \
             if isinstance(fn, torch.nn.Module) else []
         ref_fn = reference if callable(reference) else fn
-        ref_out, ref_args, ref_grads = _float64_reference(ref_fn, args, grad, params) \
+        ref_out, ref_args, ref_grads = _float64_reference(ref_fn, args, grad, params, expected) \
             if reference else (None, None, None)
         _compare(actual, expected, atol, rtol, "output", strict, ref_out)
         if strict:
