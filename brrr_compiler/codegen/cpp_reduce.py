@@ -15,6 +15,8 @@ runs. Column folds keep a partial row per thread, combined likewise (cpp_columns
 """
 from __future__ import annotations
 
+import sympy
+
 from brrr_compiler.codegen.cpp_accumulators import CLAUSE, Accumulators, arg_update, update
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_pair, online_walk
@@ -22,7 +24,7 @@ from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, pragma, pro
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed_rows
 from brrr_compiler.codegen.cpp_scratch import rows_in_outputs
-from brrr_compiler.codegen.cpp_staging import stage
+from brrr_compiler.codegen.cpp_staging import stage, stages
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
 CHUNK = 1024
@@ -42,6 +44,8 @@ class ReductionPrinter:
         self.stream = streamed_rows(kernel) - self.columns.stored()   # outputs past the caches
         self.online = online_pair(kernel)         # max and sum of exps in one walk
         self.acc = Accumulators(ctype, self.arg_dtype)
+        rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head)
+        self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
@@ -121,9 +125,9 @@ class ReductionPrinter:
         into acc_* when `fold`)."""
         lines, body = [], phase.body
         if all(r.value not in ("argmax", "argmin") for r in reds):
-            if reds:   # masks read as int32 lanes: cpp_staging.py
+            if stages(reds, self.row_extent):
                 lines, body = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}", CHUNK,
-                                    self.cexpr, indent)
+                                    self.cexpr, indent)   # masks as int32 lanes: cpp_staging.py
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))

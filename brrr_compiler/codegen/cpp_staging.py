@@ -2,12 +2,17 @@
 
 Note on why. gcc sizes the vectors of an `omp simd reduction(...)` loop by the narrowest
 type in it: a bool or uint8 load (a mask) makes them 64 lanes wide on AVX-512, so each
-float partial lives in a 64-lane array that gcc folds after the loop one lane at a time,
-in order: 64 dependent scalar adds (or maxes) per chunk and partial. A masked softmax row
-of a few hundred elements spends more in those folds than in its own arithmetic. Copying
-the chunk's byte values into a local int32 array first (a plain loop that vectorizes:
-widening loads and stores, L1-resident) and reading that array in the reduction loop
-keeps every vector of the loop at 16 float lanes, as in the same loop without its mask.
+float partial lives in a 64-lane array that gcc folds after the loop. A max folds as a
+tree, but a float sum may not be reassociated there: gcc adds the 64 lanes one at a time,
+in order, 64 dependent scalar adds per chunk. A masked softmax row of a few hundred
+elements spends more in that fold than in its own arithmetic. Copying the chunk's byte
+values into a local int32 array first (a plain loop that vectorizes: widening loads and
+stores, L1-resident) and reading that array in the reduction loop keeps every vector of
+the loop at 16 float lanes, as in the same loop without its mask. The copy costs a pass
+per chunk that the fold it saves outweighs only in short rows: loops folding a float
+sum or product over rows of at most STAGE_MAX_ROW elements (a static extent) are staged;
+longer rows, and loops folding only maxes, mins or integers, keep their byte loads
+(benchmarks/results/masks.md has the measurements).
 
 Only loads of 1-byte types whose index uses no value loaded in the loop (a gather's
 index) are staged; the values are the same (a bool reads back as `!= 0`, an int8 keeps
@@ -23,6 +28,16 @@ import torch
 from brrr_compiler.kernel_ir import Stmt
 
 BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
+STAGE_MAX_ROW = 256
+IN_ORDER_FOLDS = frozenset({"sum", "prod"})
+
+
+def stages(reds: list[Stmt], row) -> bool:
+    """Whether a chunk folding `reds` over rows of `row` elements stages its byte loads:
+    a float sum or product (folded in order, lane by lane) over a short static row."""
+    row = sympy.sympify(row)
+    return (row.is_Integer and int(row) <= STAGE_MAX_ROW
+            and any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds))
 
 
 def byte_loads(body: list[Stmt]) -> list[Stmt]:

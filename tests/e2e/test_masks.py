@@ -200,8 +200,9 @@ def test_integer_dequantization(qdtype, out):
 
 @pytest.mark.parametrize("cols", [37, 1100], ids=["short", "two_chunks"])
 def test_byte_inputs_folded_by_row_reductions(cols):
-    """int8, uint8 and bool values read by a row's sums and maxes (staged as int32 lanes
-    in each chunk, cpp_staging.py), and a gathered bool, which is not staged."""
+    """int8, uint8 and bool values read by a row's sums and maxes (a short row's sum loops
+    read int32 copies of them, cpp_staging.py; long rows read the bytes), and a gathered
+    bool, which is never copied."""
     gen = torch.Generator().manual_seed(8)
     q = torch.randint(-128, 128, (5, cols), generator=gen, dtype=torch.int8)
     u = torch.randint(0, 256, (5, cols), generator=gen, dtype=torch.uint8)
