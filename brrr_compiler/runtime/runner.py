@@ -198,8 +198,7 @@ def build_runner(plan, compiled: dict[int, CompiledKernel],
 
     found: list = []
     read = _read_by_kernels(plan, compiled, grouped) if check else set()
-    specs = {n.name: spec_of(n.meta["val"]) for n in read}
-    expect = checker(found, specs)
+    expect = checker(found, {n.name: spec_of(n.meta["val"]) for n in read}) if check else None
     for kind, key in units:
         if kind == "node":
             node = by_name[key]
@@ -219,24 +218,20 @@ def build_runner(plan, compiled: dict[int, CompiledKernel],
 
 
 def _read_by_kernels(plan, compiled, grouped) -> set:
-    """The ATen-made values a kernel reads, directly or through views the runner builds
-    from FakeTensor strides, and the graph's inputs: the tensors whose real layout the
-    kernels assume."""
+    """The tensors whose real layout the kernels assume: the graph's inputs and the
+    ATen-made values a kernel reads, each taken at the root of its chain of static views
+    (the runner builds such a view from its root with the view's FakeTensor strides)."""
     read = {n for n in plan.graph.graph.nodes if n.op == "placeholder"}
     for g in plan.groups:
         if g.id in compiled:
             read |= {a for n in g.nodes for a in n.all_input_nodes if a not in grouped}
-    for n in list(read):        # a static view reads its root's storage with fixed strides
-        while n.op == "call_function" and as_reinterpret(n) is not None:
-            n = n.args[0]
-            read.add(n)
-    return {n for n in read if spec_of(n.meta.get("val")) is not None
-            and not _built_from_root(n)}
+    return {r for r in map(_view_root, read) if spec_of(r.meta.get("val")) is not None}
 
 
-def _built_from_root(node) -> bool:
-    # such a view is built from its (checked) root with the view's own FakeTensor strides
-    return node.op == "call_function" and as_reinterpret(node) is not None
+def _view_root(node):
+    while node.op == "call_function" and as_reinterpret(node) is not None:
+        node = node.args[0]
+    return node
 
 
 def _expect(graph, node, value, expect):
