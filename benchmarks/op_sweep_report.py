@@ -190,8 +190,11 @@ def summary(records: list, jobs: list, args, seconds: float | None) -> str:
     died = [r for r in records if r.get("error") and _job(r) in wanted]
     lines += ["## Jobs whose samples could not be made", ""]
     lines += [f"- `{r['op']}` {r['dtype']} {r['variant']}: {r['error']}" for r in died] or ["None."]
-    builds = [r for r in rows if r["brrr"].get("build_failed")]
-    lines += ["", "## Kernels that failed to build (their groups ran through ATen)", ""]
-    lines += [f"- `{r['op']}` {r['dtype']} {r['variant']} sample {r['i']}: "
-              f"{r['brrr']['build_failed']}" for r in builds] or ["None."]
+    # "build_failed": what records written before every fallback was counted call it
+    fell = [(r, r["brrr"].get("fallback") or r["brrr"].get("build_failed")) for r in rows]
+    fell = [(r, why) for r, why in fell if why]
+    lines += ["", "## Groups brrr meant to fuse that ran through ATen (lowering or build "
+              "failures)", ""]
+    lines += [f"- `{r['op']}` {r['dtype']} {r['variant']} sample {r['i']}: {why}"
+              for r, why in fell] or ["None."]
     return "\n".join(lines) + "\n"

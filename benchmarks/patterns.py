@@ -144,9 +144,10 @@ class Pattern:
 class Builder:
     """The state of one generation: the random stream, inputs, lines and live values."""
 
-    def __init__(self, seed: int, max_numel: int, dtypes=FLOAT_DTYPES, attempt: int = 0):
+    def __init__(self, seed: int, max_numel: int, dtypes=FLOAT_DTYPES, attempt: int = 0,
+                 min_numel: int | None = None):
         self.rng = random.Random(f"{seed}:{attempt}")
-        self.seed, self.max_numel = seed, max_numel
+        self.seed, self.max_numel, self.min_numel = seed, max_numel, min_numel
         self.dtype = self.rng.choice(dtypes)
         self.inputs, self.lines, self.values = [], [], []
         self.grad = self.rng.random() < 0.6
@@ -172,7 +173,10 @@ class Builder:
         return value
 
     def random_shape(self) -> tuple:
-        """ndim 1-4; a numel drawn log-uniformly up to max_numel; now and then a 0 dim."""
+        """ndim 1-4; a numel drawn log-uniformly up to max_numel; now and then a 0 dim.
+        With min_numel (timing sweeps), a shape of about that many elements or more."""
+        if self.min_numel:
+            return self.sized_shape()
         ndim = self.rng.choice((1, 2, 2, 3, 3, 4))
         target = math.exp(self.rng.uniform(0, math.log(self.max_numel)))
         shape, left = [], target
@@ -183,6 +187,21 @@ class Builder:
             left /= n
         if self.rng.random() < 0.04:
             shape[self.rng.randrange(ndim)] = 0
+        return tuple(shape)
+
+    def sized_shape(self) -> tuple:
+        """A shape whose numel lies between min_numel and max_numel (as near as the dim
+        menu allows): enough dims for the size, each near an equal share of it."""
+        target = math.exp(self.rng.uniform(math.log(self.min_numel), math.log(self.max_numel)))
+        least = max(1, math.ceil(math.log(target) / math.log(DIM_MENU[-1])))
+        ndim = self.rng.choice([n for n in (1, 2, 3, 4) if n >= least] or [4])
+        shape, left = [], target
+        for i in range(ndim):
+            share = left ** (1 / (ndim - i))
+            fits = [n for n in DIM_MENU if n <= share] or [1]
+            n = self.rng.choice(fits[-2:]) if i < ndim - 1 else fits[-1]
+            shape.append(n)
+            left /= n
         return tuple(shape)
 
     def emit(self, line: str, result: str | None, fresh=False, writable=True) -> Value | None:
@@ -217,11 +236,11 @@ def _layout_meta(spec: InputSpec) -> torch.Tensor:
 
 
 def generate(seed: int, max_numel: int = 1 << 19, n_ops: int | None = None,
-             dtypes=FLOAT_DTYPES, attempt: int = 0) -> Pattern:
+             dtypes=FLOAT_DTYPES, attempt: int = 0, min_numel: int | None = None) -> Pattern:
     """The Pattern of `seed`: 2-20 statements (n_ops if given) over up to max_numel
-    elements per tensor. `attempt` draws another pattern for the same seed (the fuzzer's
-    next try when eager rejects one)."""
-    b = Builder(seed, max_numel, dtypes, attempt)
+    elements per tensor (its first input at least min_numel, if given). `attempt` draws
+    another pattern for the same seed (the fuzzer's next try when eager rejects one)."""
+    b = Builder(seed, max_numel, dtypes, attempt, min_numel)
     b.new_input(b.random_shape())
     n = n_ops or b.rng.randint(2, 20)
     tries = 0

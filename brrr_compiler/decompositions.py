@@ -143,7 +143,52 @@ def slice_backward(grad, input_sizes, dim, start, end, step):
     return aten.cat.default(parts, dim) if len(parts) > 1 else aten.clone.default(grad)
 
 
+def _same_strides(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal strides over the dims that have any (size > 1)."""
+    return all(sa == sb for n, sa, sb in zip(b.shape, a.stride(), b.stride()) if n > 1)
+
+
+def _to_layout(value, want):
+    """`value` with the strides of `want` (the op's own result): a clone into a memory
+    format where one gives them (a pointwise copy that fuses into the kernel making the
+    value), else a copy into an empty tensor of those strides."""
+    if not isinstance(value, torch.Tensor) or not isinstance(want, torch.Tensor) or \
+            value.layout != torch.strided or value.shape != want.shape or \
+            _same_strides(value, want):
+        return value
+    formats = [torch.contiguous_format] + ([torch.channels_last] if want.dim() == 4 else [])
+    fmt = next((f for f in formats if want.is_contiguous(memory_format=f)), None)
+    if fmt is not None:
+        return aten.clone.default(value, memory_format=fmt)
+    empty = aten.empty_strided.default(want.shape, want.stride(), dtype=value.dtype,
+                                       device=value.device)
+    return aten.copy.default(empty, value)
+
+
+def _eager_layout(op, decomposition):
+    """`decomposition`, its results laid out as `op` itself lays them out. A decomposition
+    is written in ops that follow their inputs' strides, where the op may not (eager's
+    layer_norm of a transposed input is contiguous): the user must get eager's strides.
+    The op's fake kernel says which; it runs apart from the trace, so it adds no node."""
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    def run(*args, **kwargs):
+        out = decomposition(*args, **kwargs)
+        if out is NotImplemented:
+            return out
+        with disable_proxy_modes_tracing():
+            want = op(*args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            return type(out)(_to_layout(o, w) for o, w in zip(out, want))
+        return _to_layout(out, want)
+    return run
+
+
 def table() -> dict:
+    return {op: _eager_layout(op, fn) for op, fn in _decompositions().items()}
+
+
+def _decompositions() -> dict:
     return {
         aten.var_mean.correction: var_mean,
         aten.var.correction: var,

@@ -73,7 +73,8 @@ def graph_report(name, kind, plan, compiled, source, runner_code, kernel_irs=Non
     edges = [(a.name, n.name) for n in plan.graph.graph.nodes for a in n.all_input_nodes]
     return GraphReport(name, kind, kernels, [(c.name, c.op) for c in calls],
                        list(plan.decisions), source, runner_code, edges,
-                       machine.name if machine else "", calls)
+                       machine.name if machine else "", calls,
+                       [not_run[g.id] for g in plan.groups if g.id in (not_run or {})])
 
 
 def failed_graph_report(name, kind, gm, why: str) -> GraphReport:
@@ -83,7 +84,7 @@ def failed_graph_report(name, kind, gm, why: str) -> GraphReport:
                       source=user_source(n)) for n in gm.graph.nodes if n.op == "call_function"]
     edges = [(a.name, n.name) for n in gm.graph.nodes for a in n.all_input_nodes]
     return GraphReport(name, kind, [], [(c.name, c.op) for c in calls], edges=edges,
-                       aten_calls=calls)
+                       aten_calls=calls, fallbacks=[why])
 
 
 def _kernel(name, group, kernel_ir, machine) -> KernelReport:

@@ -112,6 +112,9 @@ class GraphReport:
     edges: list = field(default_factory=list)   # (producer, consumer) FX node names
     device: str = ""               # the DeviceSpec the predictions are for
     aten_calls: list[AtenCall] = field(default_factory=list)   # aten_nodes, with reasons
+    # why each part that brrr meant to run as a kernel runs through ATen instead (a group
+    # that did not lower or build, or the whole graph): this compile's own fallback record
+    fallbacks: list[str] = field(default_factory=list)
 
     @property
     def views(self) -> list[AtenCall]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import warnings
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -128,14 +127,19 @@ def _float64_reference(fn, args, grad: bool, params, expected) -> tuple:
 
 
 def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None,
-                        allow_fallback=False, backend=None, strict=False, reference=False):
+                        allow_fallback=False, backend=None, strict=False, reference=False,
+                        kernels=True, strides=True):
     """Compile `fn` with brrr, run it and eager on copies of `args`, and compare outputs
     (and, if `grad`, the gradients of the inputs that require grad and, for a module, of
     its parameters). Unless `allow_fallback`, brrr's warning that a group runs through
-    ATen instead (a kernel that failed to lower or build) fails the test.
+    ATen instead (a kernel that failed to lower or build) fails the test, counted from
+    each compile's own record (GraphReport.fallbacks), and so does a run in which brrr
+    made no kernel at all, unless `kernels=False` (a program with nothing to fuse).
+    Outputs are compared with their strides (unless `strides=False`: an op whose strides
+    only its real kernel knows).
 
     `backend` replaces brrr (e.g. "aot_eager", to tell brrr's failures from torch's).
-    `strict` also compares the outputs' strides and the inputs after the call (values,
+    `strict` also compares the inputs after the call (values,
     dtypes, strides: what the function mutated). `reference` judges a float32, float16 or
     bfloat16 value that misses eager's tolerance against the same program run in float64
     instead: it passes if it is no further from that than eager is. `reference` may be
@@ -147,30 +151,40 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
         args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
     torch._dynamo.reset()
     sink: list = []
+    backend_is_brrr = backend is None
     if backend is None:
         backend = functools.partial(brrr_backend, options=options, _sink=sink)
     compiled = torch.compile(fn, backend=backend)
     eager_args = [clone_input(a) for a in args]
     brrr_args = [clone_input(a) for a in args]
     expected = fn(*eager_args)
-    with warnings.catch_warnings():     # the backward graph compiles in _gradients
-        if not allow_fallback:
-            warnings.filterwarnings("error", "brrr: .*instead", RuntimeWarning)
-        actual = compiled(*brrr_args)
-        params = [p for p in fn.parameters() if p.requires_grad] \
-            if isinstance(fn, torch.nn.Module) else []
-        ref_fn = reference if callable(reference) else fn
-        ref_out, ref_args, ref_grads = _float64_reference(ref_fn, args, grad, params, expected) \
-            if reference else (None, None, None)
-        _compare(actual, expected, atol, rtol, "output", strict, ref_out)
-        if strict:
-            _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args)
-        if grad:
-            _compare(_gradients(actual, brrr_args, params),
-                     _gradients(expected, eager_args, params),
-                     atol, rtol, "gradient of input or parameter", reference=ref_grads)
+    actual = compiled(*brrr_args)
+    params = [p for p in fn.parameters() if p.requires_grad] \
+        if isinstance(fn, torch.nn.Module) else []
+    ref_fn = reference if callable(reference) else fn
+    ref_out, ref_args, ref_grads = _float64_reference(ref_fn, args, grad, params, expected) \
+        if reference else (None, None, None)
+    _compare(actual, expected, atol, rtol, "output", strides or strict, ref_out)
+    if strict:
+        _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args)
+    if grad:
+        _compare(_gradients(actual, brrr_args, params),
+                 _gradients(expected, eager_args, params),
+                 atol, rtol, "gradient of input or parameter", reference=ref_grads)
     torch._dynamo.reset()
+    if backend_is_brrr and not allow_fallback:
+        assert_no_fallback(sink, kernels)
     return sink
+
+
+def assert_no_fallback(reports, kernels: bool = True) -> None:
+    """No compiled graph in `reports` (a sink's GraphReports) ran any part through ATen
+    that brrr meant to fuse, and, if `kernels`, brrr made at least one kernel."""
+    fell = [f"{r.name}: {why}" for r in reports for why in r.fallbacks]
+    assert not fell, "brrr fell back to ATen:\n" + "\n".join(fell)
+    if kernels:
+        assert reports and sum(len(r.kernels) for r in reports), \
+            f"brrr made no kernel ({len(reports)} graphs compiled)"
 
 
 def compute_calls(graph_report) -> list[tuple[str, str]]:

@@ -31,6 +31,7 @@ def _run_quick(script: str, tmp_path, *extra: str) -> str:
     ("bench_models.py", "models.md", ["## Targets (issue 5)", "## Results", "peak MB"]),
     ("bench_norm_training.py", "norm_training.md", ["brrr:fold_across_rows=False / brrr",
                                                     "stream bandwidth"]),
+    ("bench_patterns.py", "patterns.md", ["## By size class", "## Slower than eager"]),
     ("bench_compile.py", "compile.md", ["## Cold and warm first call",
                                         "## Compile time vs graph size", "linear fit"]),
 ])

@@ -12,8 +12,9 @@ other arguments are constants. Eager is the oracle through `check_against_eager`
     skip      eager itself raised on the sample, or its output is uninitialized memory
               (torch.empty and kin): nothing to compare with
 
-and a brrr kernel that failed to build (its group ran through ATen: right answers, but
-a code generation bug) is reported in "build_failed".
+and a part brrr meant to fuse that ran through ATen instead (a group that failed to
+lower or a kernel that failed to build: right answers, but a code generation gap) is
+reported in "fallback", read from the compile's own record (GraphReport.fallbacks).
 
 Each sample runs as one of three variants: "op" (the function), "inplace" (its in-place
 method on the sample's input: a graph input the compiled function mutates, or, with
@@ -32,7 +33,6 @@ import warnings
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from brrr_compiler import log as brrr_log
 from tests.helpers import check_against_eager, clone_input, compute_calls
 
 PASS, MISMATCH, CRASH, SKIP = "pass", "mismatch", "crash", "skip"
@@ -162,13 +162,13 @@ def run_sample(op, sample, backend=None, grad: bool = True, variant: str = "op",
     eager (`strict`: strides and mutated arguments too, low precision against float64;
     `options`: brrr's).
 
-    Returns {"status", "detail", "stage", "kernels", "aten_calls", "build_failed"}:
+    Returns {"status", "detail", "stage", "kernels", "aten_calls", "fallback"}:
     the stage that failed (output, input after the call, gradient, or crash), brrr's
-    fused kernels, the ATen compute calls it left, and the first kernel build failure's
-    warning (None for other backends)."""
+    fused kernels, the ATen compute calls it left, and the first fallback's reason
+    (None for other backends)."""
     made = sample_fn(op, sample, variant)
     result = {"status": PASS, "detail": "", "stage": "", "kernels": None,
-              "aten_calls": None, "build_failed": None}
+              "aten_calls": None, "fallback": None}
     if made is None:
         return dict(result, status=SKIP, detail="eager rejects the out= call")
     fn, tensors = made
@@ -176,18 +176,17 @@ def run_sample(op, sample, backend=None, grad: bool = True, variant: str = "op",
     why = "uninitialized output" if op.name in UNDEFINED_OUTPUT else _eager_runs(fn, tensors, grad)
     if why is not None:
         return dict(result, status=SKIP, detail=why)
-    brrr_log._warned.clear()          # warn_once: every sample reports its own fallbacks
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # fallbacks are read from the record below
             graphs = check_against_eager(fn, *tensors, grad=grad, backend=backend,
                                          allow_fallback=True, strict=strict, reference=strict,
                                          options=options)
         if backend is None:
             result["kernels"] = sum(len(g.kernels) for g in graphs)
             result["aten_calls"] = sum(len(compute_calls(g)) for g in graphs)
-            failed = [str(w.message) for w in caught if "failed to build" in str(w.message)]
-            result["build_failed"] = _first_lines(failed[0], 1) if failed else None
+            fell = [why for g in graphs for why in g.fallbacks]
+            result["fallback"] = _first_lines(fell[0], 1) if fell else None
     except AssertionError as err:
         text = str(err)
         stage = next((s for s in ("gradient", "input after the call", "output")

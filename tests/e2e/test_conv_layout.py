@@ -48,7 +48,7 @@ def test_training_outputs_and_gradients_keep_eager_strides(flatten, input_format
     torch._dynamo.reset()
     compiled = torch.compile(twin, backend="brrr")
     expected, actual = net(x), compiled(x2)
-    for a, e in zip(actual, expected):
+    for a, e in zip(actual, expected, strict=True):
         assert a.stride() == e.stride()
         assert_close(a, e, atol=1e-4, rtol=1e-4)
     sum(o.square().sum() for o in expected).backward()

@@ -213,7 +213,7 @@ def test_outputs_that_are_views_of_inputs():
     for out in act[:3]:
         assert out.untyped_storage().data_ptr() == bargs[0].untyped_storage().data_ptr(), \
             "a view of an input came back as a copy"
-    for out, ref in zip(act, exp):
+    for out, ref in zip(act, exp, strict=True):
         assert out.stride() == ref.stride() and out.storage_offset() == ref.storage_offset()
 
 
@@ -304,7 +304,7 @@ def test_signed_zero_through_where_clamp_and_amin():
     expected = fn(x)
     actual = torch.compile(fn, backend="brrr")(x)
     torch._dynamo.reset()
-    for a, e in zip(actual, expected):
+    for a, e in zip(actual, expected, strict=True):
         assert torch.equal(a, e)
 
 

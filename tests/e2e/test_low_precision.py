@@ -107,7 +107,7 @@ def test_float32_mode_is_at_least_as_accurate_as_eager_with_gradients(seed):
     brrr = _layer_norm_gelu_grads(torch.compile(fn, backend="brrr",
                                                 options={"low_precision": "float32"}), x, w)
     torch._dynamo.reset()
-    for got, ref, want in zip(brrr, eager, exact):
+    for got, ref, want in zip(brrr, eager, exact, strict=True):
         assert (got - want).abs().mean() <= 1.05 * (ref - want).abs().mean()
 
 

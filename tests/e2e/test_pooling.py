@@ -57,5 +57,5 @@ def test_channels_last_batch_norm_relu_pool_is_one_kernel():
 
 def test_padded_pool_stays_in_aten_and_matches():
     x = torch.randn(1, 2, 7, 7, requires_grad=True)
-    graphs = check_against_eager(lambda x: F.max_pool2d(x, 3, 2, padding=1), x)
+    graphs = check_against_eager(lambda x: F.max_pool2d(x, 3, 2, padding=1), x, kernels=False)
     assert any("max_pool2d_with_indices" in op for _, op in compute_calls(graphs[0])), graphs[0]

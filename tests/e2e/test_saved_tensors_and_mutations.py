@@ -80,7 +80,10 @@ def test_fallback_whose_fake_kernel_lies_feeds_a_kernel(op):
         y = op(x)
         return (y.float() * 3.0 + 1.0).exp().sum(-1), y.float().sin()
     x = torch.randn(33, 17)
-    sink = check_against_eager(f, x, grad=False, atol=1e-2, rtol=1e-2)
+    # y.float() of the lying op's float result is y itself, so eager's sin follows the
+    # real (transposed) strides; no compiler can know them before the op runs
+    sink = check_against_eager(f, x, grad=False, atol=1e-2, rtol=1e-2,
+                               strides=op is not _lying_strides)
     assert sum(len(r.kernels) for r in sink) >= 1
     compiled = torch.compile(f, backend="brrr")
     for _ in range(2):          # the second call runs the runner the first one settled on

@@ -40,7 +40,7 @@ def _check(gm, fn, *args):
     out = _StrideCheck(gm).run(*args)
     expected = fn(*args)
     for a, e in zip(out if isinstance(out, tuple) else (out,),
-                    expected if isinstance(expected, tuple) else (expected,)):
+                    expected if isinstance(expected, tuple) else (expected,), strict=True):
         assert_close(a, e, rtol=1e-4, atol=1e-5)
         assert a.stride() == e.stride()
     return out

@@ -1,0 +1,204 @@
+"""Generated-pattern timing sweep: brrr against eager and Inductor on random fusable graphs
+(benchmarks/patterns.py, the fuzzer's generator), sized from the L1 cache to 16x the
+last-level cache.
+
+    python benchmarks/bench_patterns.py [--seeds 0:60] [--sizes l1,l2,llc,4llc,16llc]
+        [--backends eager,floor,inductor,brrr] [--rounds 7] [--max-tensor-bytes 512e6]
+    python benchmarks/bench_patterns.py --only SEED:SIZE     # one case, printed
+
+For each seed and size class the generator draws patterns (2-20 statements: pointwise
+ops, broadcasts, reductions, views, transposes, slices, masks, casts; any float dtype;
+transposed, step-sliced and expanded inputs) until one's largest input is between an
+sixteenth of the class's size and twice it; cache sizes are read from this machine
+at run time. Patterns that mutate their inputs are left out (repeated calls would time
+other values each round), and so are empty ones. Inputs are detached: this times the
+forward program. Every backend is checked against eager first; timing is interleaved
+rounds, median over rounds. A case is *slower than eager* when brrr's median exceeds
+eager's by more than 10% while eager's is above Dynamo's own per-call floor (below it,
+no torch.compile backend can match eager). Writes results/patterns.md and patterns.json.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import torch  # noqa: E402
+
+import harness  # noqa: E402
+from benchmarks.bench_patterns_report import render  # noqa: E402
+from benchmarks.patterns import generate  # noqa: E402
+from workloads import bytes_moved  # noqa: E402
+
+SIZES = ("l1", "l2", "llc", "4llc", "16llc")
+TARGET_ROUND_S = 0.02
+ATTEMPTS = 40
+LOW_PRECISION_TOL = dict(rtol=0.1, atol=0.1)   # fused chains keep float32: not eager's bits
+
+
+def cache_bytes(level: int) -> int:
+    """This machine's data (or unified) cache of `level` in bytes, from sysfs; 0 unknown."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if int((index / "level").read_text()) != level or \
+                    (index / "type").read_text().strip() == "Instruction":
+                continue
+            text = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+    return harness.llc_bytes() if level == 3 else 0
+
+
+def size_classes(names, max_tensor_bytes: int) -> dict[str, int]:
+    """Bytes of the largest input per size class, capped at `max_tensor_bytes`."""
+    llc = cache_bytes(3) or 32 << 20
+    known = {"l1": cache_bytes(1) or 32 << 10, "l2": cache_bytes(2) or 1 << 20,
+             "llc": llc, "4llc": 4 * llc, "16llc": 16 * llc}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        sys.exit(f"unknown size classes {unknown}; known: {', '.join(SIZES)}")
+    return {n: min(known[n], max_tensor_bytes) for n in names}
+
+
+def _largest_input(p) -> int:
+    return max((max(1, _numel(i.shape)) * torch.empty((), dtype=getattr(torch, i.dtype))
+                .element_size() for i in p.inputs), default=0)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def pattern_at(seed: int, size_bytes: int):
+    """The first attempt of `seed` whose largest input is in (size/16, 2 size], that eager
+    runs, that is not empty and leaves its inputs as they were; None if none does."""
+    for attempt in range(ATTEMPTS):
+        p = generate(seed, max(1, size_bytes // 4), attempt=attempt,
+                     min_numel=max(1, size_bytes // 32))
+        largest = _largest_input(p)
+        if not size_bytes // 16 < largest <= 2 * size_bytes:
+            continue
+        f, inputs = p.build()
+        inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
+        if any(x.numel() == 0 for x in inputs if isinstance(x, torch.Tensor)):
+            continue
+        if _runs_cleanly(f, inputs):
+            return p, f, inputs
+    return None
+
+
+def _runs_cleanly(f, inputs) -> bool:
+    before = [x.clone() for x in inputs]
+    try:
+        f(*inputs)
+    except (RuntimeError, IndexError, ValueError):
+        return False
+    return all(torch.equal(a, b) or (a.is_floating_point() and
+                                     torch.equal(a.nan_to_num(), b.nan_to_num()))
+               for a, b in zip(before, inputs))
+
+
+def measure(p, f, inputs, backends, rounds: int) -> dict:
+    """Bytes moved, median seconds per call per working backend, and statuses."""
+    harness.fresh_dynamo()
+    nbytes = bytes_moved(inputs, f(*inputs))
+    low = p.dtype in ("bfloat16", "float16")
+    fns, status = harness.compile_backends(f, inputs, backends,
+                                           tolerance=LOW_PRECISION_TOL if low else None)
+    if harness.FLOOR in fns and nbytes > harness.llc_bytes():
+        fns[harness.FLOOR] = harness.Primed(fns[harness.FLOOR], f)
+    iters = harness.iters_for(f, inputs, TARGET_ROUND_S)
+    per_round = harness.interleaved(fns, inputs, rounds=rounds, iters=iters,
+                                    per_round=statistics.median)
+    times = {name: statistics.median(ts) for name, ts in per_round.items()}
+    return {"nbytes": nbytes, "times": times, "status": status, "iters": iters}
+
+
+def run_case(seed: int, size: str, size_bytes: int, backends, rounds: int) -> dict | None:
+    found = pattern_at(seed, size_bytes)
+    if found is None:
+        return None
+    p, f, inputs = found
+    row = {"seed": seed, "size": size, "attempt": p.attempt, "dtype": p.dtype,
+           "ops": len(p.lines), "max_numel": max(1, size_bytes // 4),
+           **measure(p, f, inputs, backends, rounds)}
+    del f, inputs
+    gc.collect()
+    return row
+
+
+def parse_args(argv=None):
+    p = harness.base_parser(__doc__, "patterns.md")
+    p.add_argument("--seeds", default="0:60", help="A:B, the half-open seed range")
+    p.add_argument("--sizes", default=",".join(SIZES),
+                   help=f"comma-separated size classes ({', '.join(SIZES)})")
+    p.add_argument("--backends", default="eager,floor,inductor,brrr",
+                   help="comma-separated (floor: Dynamo's own per-call cost; "
+                        "brrr:<policy> or brrr:<option>=<value> for brrr variants)")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--max-tensor-bytes", type=float, default=512e6,
+                   help="cap on the largest input of a case (16x a large LLC would not fit)")
+    p.add_argument("--only", default=None, help="SEED:SIZE: run and print that one case")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test: seeds 0:2 at the L1 and L2 sizes, eager and brrr, "
+                        "2 rounds")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.seeds, args.sizes, args.backends, args.rounds = "0:2", "l1,l2", "eager,brrr", 2
+    args.results_dir = harness.results_dir(args.results_dir, args.quick)
+    return args
+
+
+def main(argv=None) -> None:
+    harness.ensure_malloc_env()
+    args = parse_args(argv)
+    backends = args.backends.split(",")
+    if "eager" not in backends:
+        sys.exit("--backends must include eager (every ratio is against it)")
+    if args.only:
+        seed, _, size = args.only.partition(":")
+        size_bytes = size_classes([size], int(args.max_tensor_bytes))[size]
+        found = pattern_at(int(seed), size_bytes)
+        print(found[0].script() if found else "no pattern of that size for this seed")
+        if found:
+            print(run_case(int(seed), size, size_bytes, backends, args.rounds))
+        return
+    sizes = size_classes(args.sizes.split(","), int(args.max_tensor_bytes))
+    lo, _, hi = args.seeds.partition(":")
+    start, rows, streams = time.perf_counter(), [], [harness.stream_bandwidth()]
+    for seed in range(int(lo), int(hi)):
+        for size, size_bytes in sizes.items():
+            row = run_case(seed, size, size_bytes, backends, args.rounds)
+            if row is None:
+                continue
+            rows.append(row)
+            shown = {b: f"{t * 1e6:.1f} us" for b, t in row["times"].items()}
+            print(f"[{time.perf_counter() - start:5.0f} s] seed {seed} {size} {row['dtype']} "
+                  f"{row['ops']} ops: {shown}", file=sys.stderr, flush=True)
+    streams.append(harness.stream_bandwidth())
+    directory = Path(args.results_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    facts = {"sizes (largest input)": ", ".join(f"{k} {v / 1e6:.3g} MB" for k, v in sizes.items()),
+             "streaming bandwidth (GB/s, start and end)": ", ".join(f"{s / 1e9:.1f}" for s in streams)}
+    (directory / "patterns.json").write_text(json.dumps(
+        {"facts": facts, "backends": backends, "rows": rows}, indent=1))
+    harness.publish(args.out, render(rows, backends, statistics.median(streams), facts),
+                    directory)
+
+
+if __name__ == "__main__":
+    main()
