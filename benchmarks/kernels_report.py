@@ -1,4 +1,4 @@
-"""The kernel suite's report: time and bandwidth tables, geometric means, issue 5's
+"""The kernel suite's report: time and bandwidth tables, geometric means, the suite's
 targets (with Dynamo's floor), the notes on how to read it, and the plots. Measuring is
 bench_kernels.py's; this module only turns its results into markdown and PNGs.
 """
@@ -98,7 +98,7 @@ def mask_rows(results: dict) -> list[dict]:
 
 
 def mask_targets(results: dict) -> list[str]:
-    """issue 16's mask targets: within 15% of the twin; the causal softmax >= 1.5x eager."""
+    """The mask targets: within 15% of the twin; the causal softmax >= 1.5x eager."""
     twins = {n: _ratio(r["times"], "brrr", TWIN) for n, r in results.items()
              if TWIN in r.get("status", {})}
     if not twins:
@@ -109,9 +109,9 @@ def mask_targets(results: dict) -> list[str]:
                if KERNEL_CASES[n].workload == "masked_softmax"}
     slow_sm = [f"{n} ({v:.2f}x)" if v else f"{n} (not timed)" for n, v in softmax.items()
                if not v or v < 1.5]
-    return ["", "- (issue 16) masked kernels within 15% of their unmasked twin: "
+    return ["", "- masked kernels within 15% of their unmasked twin: "
             + _verdict(slow, len(twins)),
-            f"- (issue 16) masked softmax >= 1.5x eager: {_verdict(slow_sm, len(softmax))}"]
+            f"- masked softmax >= 1.5x eager: {_verdict(slow_sm, len(softmax))}"]
 
 
 def _verdict(misses: list[str], total: int) -> str:
@@ -121,7 +121,7 @@ def _verdict(misses: list[str], total: int) -> str:
 
 
 def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
-    """issue 5's kernel-suite targets, each MET or MISSED with the cases that miss it."""
+    """The kernel-suite targets, each MET or MISSED with the cases that miss it."""
     timed = {n: r for n, r in results.items() if "brrr" in r["times"]}
     failed = [n for n, r in results.items() if "brrr" not in r["times"]]
     vs_eager = {n: _ratio(r["times"], "eager", "brrr") for n, r in timed.items()}

@@ -209,7 +209,7 @@ static inline void brrr_stream_fence(void) {
 // maximum/minimum propagate NaN from either side, like torch.maximum/minimum. Three
 // selects one after another, not nested: gcc 12 if-converts a loop with several nested
 // ones next to other selects (a max-pool window over a relu) into branches, unvectorized
-// (40x slower, measured).
+// (benchmarks/results/notes.md, "Nested selects").
 template <typename T> static inline T brrr_maximum(T a, T b) {
   T m = a < b ? b : a;
   m = b != b ? b : m;

@@ -3,10 +3,8 @@
 Note on why. An ordinary store to a line not in cache first reads the line
 (write-allocate), so a kernel that reads one array and writes another moves three bytes
 for every two it needs; torch's `copy_`, the stream yardstick, pays the same. A
-non-temporal store writes whole lines past the caches without reading them. Measured on
-this project's 2-vCPU EPYC (64 MB, 2 threads, interleaved): a 1-in-1-out loop with
-ordinary stores 25-35 GB/s, the same loop staging 256 values in a local array and
-streaming them out 34-42 GB/s. An output smaller than the last-level cache stays cached
+non-temporal store writes whole lines past the caches without reading them
+(benchmarks/results/notes.md, "Streaming stores"). An output smaller than the last-level cache stays cached
 instead, since whoever reads it next will likely find it there.
 
 The printer keeps its scalar loop body (gcc vectorizes it): each streamed store writes

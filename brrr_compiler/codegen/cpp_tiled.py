@@ -6,8 +6,8 @@ y and vectorizes only as gathers. Tiling (a, inner) into TILE_A x TILE_INNER blo
 first copying each such operand's block into a small local array, reading it along `a`
 (contiguous), lets the main loop read every operand contiguously and store rows. An
 output larger than the caches streams past them (cpp_stream.py) a tile row at a time:
-TILE_INNER floats are four whole cache lines. transpose_bcast 4096 (x + y.T) * s[:, None],
-interleaved: 15.2 -> 10.7 ms.
+TILE_INNER floats are four whole cache lines (benchmarks/results/notes.md, "Tiled
+transposed reads").
 """
 from __future__ import annotations
 

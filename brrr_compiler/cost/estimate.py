@@ -8,18 +8,16 @@
 
 Note on the combination. With overlap = 1 this is the roofline (time is the larger of
 compute and memory); with overlap = 0 it is their sum (XLA's compute + memory - overlap
-with no overlap). benchmarks/bench_cost_model.py measures both over 31 kernels on the
-calibrated EPYC (results/cost_model.md): the roofline predicts better (median
-max(pred/meas, meas/pred) 1.16 against 1.49, Spearman 0.965 against 0.960): the
-prefetchers stream a tile while the vector units work on the last one, so the slower of
+with no overlap). The roofline predicted better where both were measured
+(benchmarks/results/notes.md, "Roofline against sum"): the prefetchers stream a tile while the vector units work on the last one, so the slower of
 the two hides the faster. The device carries `overlap` so another machine can say
 otherwise.
 
 Where bytes live. A kernel's data is assumed hot from the kernel before it when it fits in
 the last-level cache: up to half the LLC it runs at cache bandwidth, beyond 4x the LLC at
-DRAM bandwidth, and in between the hit fraction falls linearly in log(bytes) (what a copy
-of growing size measures on the shared EPYC L3: 181 GB/s at 16 MB moved, 107 at 32, 60 at
-64, 40 at 128, 37.5 at 512). A CPU kernel smaller than
+DRAM bandwidth, and in between the hit fraction falls linearly in log(bytes), the shape a
+copy of growing size measures (benchmarks/results/notes.md, "Cache hit fraction by
+size"). A CPU kernel smaller than
 device.parallel_min_elements runs on one thread: its compute and cache rates are divided
 by the thread count.
 """

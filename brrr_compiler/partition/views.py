@@ -47,7 +47,8 @@ def reads_once(chains: dict) -> bool:
 def unit_stride(chains: dict, out) -> bool:
     """Do the views step by one element along the dim `out` stores innermost? (A max-pool
     over NCHW steps by two there: computing the producer inside those strided window loops
-    was measured 2x slower on the conv net than storing it and reading it back.)"""
+    is slower than storing it and reading it back; benchmarks/results/notes.md, "Producers
+    inside strided window loops".)"""
     val = legality.tensor_val(out)
     dims = [d for d in range(val.dim()) if val.shape[d] != 1]
     if not dims:

@@ -7,11 +7,9 @@ run through ATen instead, with one warning. Without a working C++ compiler every
 runs through ATen. A kernel whose code this process has built before is bound from that
 build instead (runtime/reuse.py).
 
-Note on UNIT_MIN_LINES. Measured with gcc 12 -O3 on this project's 2-vCPU machine (two
-SMT siblings), wall time of two units built side by side over one unit: the model zoo's
-ten training graphs (420 to 1460 lines of kernels), 0.57-0.84x; two kernels of 60 lines
-each, 0.8x; two of 10 lines, 1.2x (compiler start-up and the prelude cost about 50 ms a
-unit). So a unit needs about 60 lines of kernels to pay for itself.
+Note on UNIT_MIN_LINES. Compiler start-up and the prelude cost each unit a fixed time,
+so a unit built beside another pays only with enough code of its own: about 60 lines of
+kernels (measurements: benchmarks/results/notes.md, "Translation-unit size").
 """
 from __future__ import annotations
 

@@ -9,10 +9,9 @@ Usually everything works, so the first try is both TUs in one, with the first fl
 and `-lmvec`: one compile instead of two (each costs 50-100 ms of a cold compile's CPU,
 taken from the tracing it runs beside). Only when that fails do the steps above run.
 
-`-mprefer-vector-width=512` is not added. Measured on this project's build machine (AMD
-EPYC with avx512f, gcc 12.2): `-march=native` already resolves to AVX-512 code there, and
-the flag leaves the output byte for byte the same (for `out[i] = a[i]*b[i] + 1` on 16M
-floats, and for an `expf` loop calling `_ZGVeN16v_expf`), so it buys nothing.
+`-mprefer-vector-width=512` is not added: where AVX-512 pays, `-march=native` already
+picks it, and the flag changed no generated instruction where it was tried
+(benchmarks/results/notes.md, "-mprefer-vector-width=512").
 
 `-ffast-math` is never used: generated kernels must keep IEEE NaN, inf and -0.0.
 """

@@ -1,4 +1,4 @@
-"""Fused reductions (issue 3): every reduction against eager, and the kernel counts of the
+"""Fused reductions: every reduction against eager, and the kernel counts of the
 norms, softmaxes and losses built from them.
 
 1. sum, mean, amax, amin, prod, var/std (correction 0 and 1), argmax/argmin, logsumexp,
@@ -208,7 +208,7 @@ def test_variance_of_a_zero_dim_tensor(dim):
 
 # ---- 2. kernel counts of norms, softmaxes and losses -----------------------------------
 
-# backward kernels now (greedy policy, main at b8648e2); the issue allows at most two each
+# backward kernels now (greedy policy); at most two each are allowed
 LAYER_NORM_BACKWARD_KERNELS = 1      # the input gradient's rows fold the weight/bias column sums
 SOFTMAX_BACKWARD_KERNELS = 1         # one row kernel: sum of grad*out, then the input gradient
 BACKWARD_LIMIT = 2
