@@ -1,1 +1,2 @@
-"""Code generation: kernel IR -> source text (C++; Triton later)."""
+"""Code generation: kernel IR -> source text: C++/OpenMP (cpp*.py) for CPU tensors, Triton
+(triton*.py) for CUDA tensors and, under Triton's interpreter, for CPU ones."""
