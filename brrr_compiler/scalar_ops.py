@@ -189,11 +189,14 @@ _row("minimum", 2, torch.minimum, "brrr_minimum({0}, {1})",
      "tl.where(({0} != {0}) | ({0} <= {1}), {0}, {1})")
 _row("sign", 1, torch.sign, "brrr_sign({0})", "({0} > 0).to({reg}) - ({0} < 0).to({reg})",
      flops=2 * ADD)
-_row("floor", 1, torch.floor, "__builtin_floor{f}({0})", Form("tl.floor({0})", integer="{0}"))
-_row("ceil", 1, torch.ceil, "__builtin_ceil{f}({0})", Form("tl.ceil({0})", integer="{0}"))
-_row("trunc", 1, torch.trunc, "__builtin_trunc{f}({0})",
+# an integer is its own floor (a float round trip would lose int64's low bits)
+_row("floor", 1, torch.floor, Form("__builtin_floor{f}({0})", integer="{0}"),
+     Form("tl.floor({0})", integer="{0}"))
+_row("ceil", 1, torch.ceil, Form("__builtin_ceil{f}({0})", integer="{0}"),
+     Form("tl.ceil({0})", integer="{0}"))
+_row("trunc", 1, torch.trunc, Form("__builtin_trunc{f}({0})", integer="{0}"),
      Form("libdevice.trunc({0})", integer="{0}"), libdevice="trunc")
-_row("round", 1, torch.round, "__builtin_nearbyint{f}({0})",
+_row("round", 1, torch.round, Form("__builtin_nearbyint{f}({0})", integer="{0}"),
      Form("libdevice.nearbyint({0})", integer="{0}"), libdevice="nearbyint")
 _row("frac", 1, torch.frac, "({0} - __builtin_trunc{f}({0}))",
      "{0} - libdevice.trunc({0})", flops=2 * ADD, operands=FLOAT)
