@@ -81,8 +81,8 @@ class ScalarOp:
     result: str = SAME                 # result-dtype rule: SAME, BOOL or SELECT
     operands: str = ANY                # operand domain: FLOAT, INTEGRAL or ANY
     libdevice: str = ""                # the libdevice function its Triton form calls
-    libm: str = ""                     # "simd": its C++ form calls libm's name/namef,
-    #   which glibc's libmvec vectorizes (declared `declare simd`); "scalar": plain libm
+    libmvec: bool = False              # its C++ form calls libm's name/namef, which
+    #   glibc's libmvec vectorizes (the prelude declares it `declare simd`)
     nonnegative: bool = False          # its result is never negative (NaN aside)
 
     @property
@@ -122,14 +122,14 @@ def _row(name, arity, ref, cpp, triton, **kw) -> None:
     TABLE[name] = ScalarOp(name, arity, ref, cpp, triton, **kw)
 
 
-def _libm(name, arity=1, triton=None, transcendentals=1, **kw) -> None:
-    """A transcendental function of floats C++ takes from libm (vectorized by libmvec)
-    and Triton from triton.language (`triton`) or libdevice."""
+def _libm(name, arity=1, triton=None, transcendentals=1, libmvec=True, **kw) -> None:
+    """A transcendental function of floats C++ takes from libm (vectorized by libmvec
+    unless not `libmvec`) and Triton from triton.language (`triton`) or libdevice."""
     args = ", ".join(f"{{{i}}}" for i in range(arity))
     libdevice = "" if triton else name
     _row(name, arity, getattr(torch, name), kw.pop("cpp", f"{name}{{f}}({args})"),
          triton or f"libdevice.{name}({args})", flops=0, transcendentals=transcendentals,
-         libdevice=libdevice, libm="simd", operands=FLOAT, **kw)
+         libdevice=libdevice, libmvec=libmvec, operands=FLOAT, **kw)
 
 
 def _infix(name, ref, cpp_op, triton_op=None, result=SAME, **kw) -> None:
@@ -241,13 +241,8 @@ def arity(op: str) -> int:
 
 def libm_declarations() -> str:
     """C declarations of the libm functions the C++ forms call (cpp_prelude.h's block)."""
-    simd = [f"BRRR_MATH{r.arity}({r.name})" for r in TABLE.values() if r.libm == "simd"]
-    lines = [" ".join(simd[i:i + 5]) for i in range(0, len(simd), 5)]
-    for r in TABLE.values():
-        if r.libm == "scalar":
-            args = ", ".join(["float"] * r.arity), ", ".join(["double"] * r.arity)
-            lines.append(f"float {r.name}f({args[0]}); double {r.name}({args[1]});")
-    return "\n".join(lines)
+    simd = [f"BRRR_MATH{r.arity}({r.name})" for r in TABLE.values() if r.libmvec]
+    return "\n".join(" ".join(simd[i:i + 5]) for i in range(0, len(simd), 5))
 
 
 def libdevice_functions() -> dict[str, ScalarOp]:
