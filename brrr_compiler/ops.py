@@ -101,7 +101,7 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     _pw([getattr(aten, _name).Tensor, getattr(aten, _name).Scalar], _name)
 _same_name("logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_not",
-           "isnan", "isinf", "signbit")
+           "isnan", "isinf", "isposinf", "isneginf", "signbit")
 _pw([aten.where.self], "where")
 # arange: an integer ramp over its single dim (float ramps stay in ATen: eager computes
 # them in double with its own rounding)

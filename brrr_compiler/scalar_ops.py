@@ -215,6 +215,10 @@ for _name, _op in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt",
 _row("isnan", 1, torch.isnan, "({0} != {0})", "{0} != {0}", result=BOOL)
 _row("isinf", 1, torch.isinf, "brrr_isinf({0})",
      Form('tl.abs({0}) == float("inf")', integer="{0} != {0}"), result=BOOL)
+_row("isposinf", 1, torch.isposinf, Form("({0} == __builtin_inf{f}())", integer="({0} != {0})"),
+     Form('{0} == float("inf")', integer="{0} != {0}"), result=BOOL)
+_row("isneginf", 1, torch.isneginf, Form("({0} == -__builtin_inf{f}())", integer="({0} != {0})"),
+     Form('{0} == float("-inf")', integer="{0} != {0}"), result=BOOL)
 _row("signbit", 1, torch.signbit, "brrr_signbit({0})",
      Form("libdevice.signbit({0}) != 0", integer="{0} < 0"), result=BOOL, libdevice="signbit")
 _infix("logical_and", torch.logical_and, "&&", triton_op="&", result=BOOL)
