@@ -5,7 +5,9 @@ One translation unit per compiled graph (or a few: cpp_units.py): the prelude
 the innermost loop are spread over OpenMP threads; the innermost loop is `omp simd`,
 contiguous where the data is, so gcc vectorizes it — transcendental calls included
 (float exp and erf are the prelude's own, the rest go through libmvec), without
--ffast-math. Each SSA value is one `const` line.
+-ffast-math. Each SSA value is one `const` line; a scalar op's right-hand side is its C++
+form from the scalar-op table (scalar_ops.py), which also declares the libm functions
+the prelude lists.
 """
 from __future__ import annotations
 
