@@ -39,7 +39,7 @@ from workloads import chain10
 
 from brrr_compiler.backend import brrr_backend
 from brrr_compiler.cost import current_device_spec, save_device_spec
-from brrr_compiler.cost.calibrate import measure
+from brrr_compiler.calibration import measure
 
 POLICIES = ("cost", "greedy", "none")
 

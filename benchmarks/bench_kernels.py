@@ -30,7 +30,7 @@ QUICK_ROUNDS = 2
 def brrr_variants() -> tuple[str, list[str]]:
     """(brrr's default fusion policy, the suite names of the other policies that work)."""
     from brrr_compiler.config import build_config
-    from brrr_compiler.partition.policy import policy_from_option
+    from brrr_compiler.cost.policy import policy_from_option
 
     default = build_config().fusion
     default = default if isinstance(default, str) else getattr(default, "name", "custom")

@@ -77,7 +77,7 @@ def stream_bandwidth(nbytes: int = 256 << 20, rounds: int = 11) -> float:
 
 
 def _read_cpu_model() -> str:
-    from brrr_compiler.cost.calibrate import cpu_model_name
+    from brrr_compiler.calibration import cpu_model_name
     return cpu_model_name(platform.processor() or "unknown")
 
 

@@ -18,7 +18,7 @@ def calibrate(cache_dir: str | None = None, save: bool = True,
               calibration_dir: str | None = None):
     """Measure this machine for the cost model and save <calibration_dir>/device.json
     (default ~/.config/brrr, apart from the kernel cache in `cache_dir`)."""
-    from brrr_compiler.cost.calibrate import calibrate as _calibrate
+    from brrr_compiler.calibration import calibrate as _calibrate
     return _calibrate(cache_dir, save, calibration_dir=calibration_dir)
 
 

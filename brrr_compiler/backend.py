@@ -22,12 +22,12 @@ from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config, with_mode
-from brrr_compiler.cost import resolve_device
+from brrr_compiler.cost import policy_from_option, resolve_device
 from brrr_compiler.graph_report import failed_graph_report, graph_report, op_name
 from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
-from brrr_compiler.partition import partition, policy_from_option
+from brrr_compiler.partition import partition
 from brrr_compiler.runtime import cache, script, toolchain, triton_launch
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run

@@ -87,7 +87,7 @@ def _add_demo(subparsers) -> None:
 
 def _run_calibrate(args: argparse.Namespace, reexec: bool) -> int:
     print(ensure_malloc_env(reexec), flush=True)
-    from brrr_compiler.cost.calibrate import calibrate
+    from brrr_compiler.calibration import calibrate
     print("measuring this machine for the cost model:", flush=True)
     spec = calibrate(args.cache_dir, save=not args.dry_run, calibration_dir=args.calibration_dir)
     print(spec.to_json())

@@ -14,8 +14,11 @@ its result exists only in the kernel's `columns` phase, a once phase that is a l
 (runs one time after every row, over the reduction domain) and computes and stores what
 depends on it (LayerNorm's weight and bias gradients beside its row kernel). A
 pointwise kernel is one scalar phase and no reduction domain. Statements are SSA, one
-value each. Several readers walk the same IR: the C++ and Triton printers, the byte/flop
-counter, and the verifier (kernel_verify.py), which states these rules as checks.
+value each; a statement that is not structural (STRUCTURAL) is a scalar op of the
+scalar-op table (scalar_ops.py). Several readers walk the same IR: the C++ and Triton
+printers, the byte/flop counter, the verifier (kernel_verify.py), which states these
+rules as checks, and the reference evaluator (kernel_eval.py), which runs a kernel with
+torch ops.
 """
 from __future__ import annotations
 
@@ -25,20 +28,7 @@ from typing import Any, Optional
 import sympy
 import torch
 
-# scalar ops and their arity; "load", "store", "const" and "cast" are structural
-UNARY = frozenset({
-    "neg", "abs", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos",
-    "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
-    "erf", "erfc", "sigmoid", "sqrt", "rsqrt", "reciprocal", "relu", "sign", "floor",
-    "ceil", "trunc", "round", "frac", "isnan", "isinf", "signbit", "logical_not",
-    "bitwise_not",
-})
-BINARY = frozenset({
-    "add", "sub", "mul", "truediv", "floordiv", "truncdiv", "maximum", "minimum",
-    "pow", "atan2", "fmod", "remainder", "copysign", "eq", "ne", "lt", "le", "gt", "ge",
-    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-})
-TERNARY = frozenset({"where"})
+# statements that are not scalar ops (scalar ops, their arity and meaning: scalar_ops.py)
 STRUCTURAL = frozenset({"load", "store", "const", "cast", "reduce", "index", "bounded",
                         "column_reduce"})
 # "bounded": out = args[0] if 0 <= args[0] < index (an extent) else 0, and the kernel
@@ -46,16 +36,6 @@ STRUCTURAL = frozenset({"load", "store", "const", "cast", "reduce", "index", "bo
 # reduce kinds: Stmt(op="reduce", value=kind, args=(x,)); argmax/argmin fold (value, index)
 # column_reduce: Stmt(op="column_reduce", value="sum", args=(x,), index=position in a row)
 REDUCTIONS = frozenset({"sum", "prod", "max", "min", "any", "all", "argmax", "argmin"})
-
-
-def arity(op: str) -> int:
-    if op in UNARY:
-        return 1
-    if op in BINARY:
-        return 2
-    if op in TERNARY:
-        return 3
-    raise KeyError(f"unknown scalar op {op!r}")
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ Rules:
   `columns` phase (a once phase that is a loop, at most one, last) reads the column
   folds (`column_reduce`, only in per-row loop phases) and its own values, and indexes
   no loop variable (it runs once, after every row);
-- ops: every op is a scalar op of known arity or a structural one with its own shape
-  (load/const/index: no args; store/cast/bounded/column_reduce: one; reduce: one, or two
-  for argmax/argmin's value and index) and a known reduction kind;
+- ops: every op is a row of the scalar-op table (scalar_ops.py), with its arity and
+  operands and result of the dtypes its result rule names, or a structural one with its
+  own shape (load/const/index: no args; store/cast/bounded/column_reduce: one; reduce:
+  one, or two for argmax/argmin's value and index) and a known reduction kind;
 - indices: only loop and reduction variables, size variables and SSA values used as
   indices (gather's bounded index); a scalar phase's index has no reduction variable.
 """
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import sympy
 
-from brrr_compiler.kernel_ir import REDUCTIONS, STRUCTURAL, Kernel, Phase, Stmt, arity
+from brrr_compiler import scalar_ops
+from brrr_compiler.kernel_ir import REDUCTIONS, STRUCTURAL, Kernel, Phase, Stmt
 
 _NO_ARGS = frozenset({"load", "const", "index"})
 _ONE_ARG = frozenset({"store", "cast", "bounded", "column_reduce"})
@@ -40,11 +42,12 @@ def verify(kernel: Kernel) -> Kernel:
     across: set[str] = set()             # folds across rows: read by the once phase only
     columns: set[str] = set()            # column folds: read by the columns phase only
     defined: set[str] = set()
+    dtypes = {s.out: s.dtype for s in kernel.body if s.out is not None}
     for n, phase in enumerate(kernel.phases):
         seen = set(columns if phase.loop else across) if phase.once else set(visible)
         for stmt in phase.body:
             where = f"phase {n} `{stmt.out or stmt.op}`"
-            problems += [f"{where}: {p}" for p in _stmt(kernel, phase, stmt, seen)]
+            problems += [f"{where}: {p}" for p in _stmt(kernel, phase, stmt, seen, dtypes)]
             if stmt.out is not None:
                 if stmt.out in defined:
                     problems.append(f"{where}: {stmt.out} is defined twice")
@@ -91,8 +94,8 @@ def _exported(phase: Phase, seen: set[str]) -> set[str]:
     return {s.out for s in phase.body if s.out is not None and s.op != "reduce"}
 
 
-def _stmt(k: Kernel, phase: Phase, s: Stmt, seen: set[str]) -> list[str]:
-    problems = _shape(s)
+def _stmt(k: Kernel, phase: Phase, s: Stmt, seen: set[str], dtypes: dict) -> list[str]:
+    problems = _shape(s) or _dtypes(s, dtypes)
     problems += [f"reads {a} where it is not visible" for a in s.args if a not in seen]
     if s.op == "load" and s.buffer not in _names(k.inputs + k.scratch):
         problems.append(f"loads {s.buffer}, not an input or scratch buffer")
@@ -117,11 +120,22 @@ def _shape(s: Stmt) -> list[str]:
         want = 0 if s.op in _NO_ARGS else 1 if s.op in _ONE_ARG else None
         bad = want is not None and len(s.args) != want
         return [f"{s.op} takes {want} args, has {len(s.args)}"] if bad else []
-    try:
-        want = arity(s.op)
-    except KeyError:
+    if s.op not in scalar_ops.TABLE:
         return [f"unknown op {s.op!r}"]
+    want = scalar_ops.arity(s.op)
     return [] if len(s.args) == want else [f"{s.op} takes {want} args, has {len(s.args)}"]
+
+
+def _dtypes(s: Stmt, dtypes: dict) -> list[str]:
+    """A scalar op's operands and result keep its row's result-dtype rule."""
+    if s.op in STRUCTURAL or any(a not in dtypes for a in s.args):
+        return []
+    args = [dtypes[a] for a in s.args]
+    if scalar_ops.row(s.op).result_dtype(args) == s.dtype:
+        return []
+    shown = ", ".join(str(d).removeprefix("torch.") for d in args)
+    return [f"{s.op}({shown}) is {str(s.dtype).removeprefix('torch.')}, against its "
+            f"rule ({scalar_ops.row(s.op).result})"]
 
 
 def _index(k: Kernel, phase: Phase, index, seen: set[str]) -> list[str]:

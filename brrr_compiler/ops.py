@@ -1,11 +1,12 @@
 """The op table: one place that says what each ATen op is to brrr.
 
 Every ATen overload maps to an OpInfo: its kind (pointwise, view, reduction, library,
-fallback), the scalar op the lowering emits for it, and its cost per output element in
-"flop-equivalents" (an add is 1; a transcendental function costs what a vectorized libm
-call costs relative to an add). The partitioner, the lowering and the cost model all
-read this table; nobody keeps a second list. Ops not listed are FALLBACK: they run
-through ATen.
+fallback), the scalar rule the lowering applies to it (lower/scalar_rules.py; most are
+the scalar op of that name in the scalar-op table, scalar_ops.py), and its cost per
+output element in "flop-equivalents" (an add is 1; a transcendental function costs what
+a vectorized libm call costs relative to an add): by default its scalar op's cost. The
+partitioner, the lowering and the cost model all read this table; nobody keeps a second
+list. Ops not listed are FALLBACK: they run through ATen.
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from enum import Enum
 from typing import Callable, Optional
 
 import torch
+
+from brrr_compiler import scalar_ops
+from brrr_compiler.scalar_ops import ADD, DIV, EXPENSIVE, SQRT, TRANSCENDENTAL  # noqa: F401
 
 aten = torch.ops.aten
 
@@ -29,7 +33,7 @@ class Kind(Enum):
 @dataclass(frozen=True)
 class OpInfo:
     kind: Kind
-    scalar: str = ""          # name of the scalar op in the kernel IR (pointwise only)
+    scalar: str = ""          # the scalar rule (pointwise) or reduce kind (reduction)
     cost: float = 1.0         # flop-equivalents per output element
     # extra condition on the node for it to be fusible (e.g. float-only ops)
     accepts: Optional[Callable[[torch.fx.Node], bool]] = None
@@ -45,19 +49,20 @@ def _float_out(node) -> bool:
     return dt is not None and dt.is_floating_point
 
 
-# cost constants, in flop-equivalents per element
-ADD = 1.0
-DIV = 4.0
-SQRT = 4.0
-TRANSCENDENTAL = 20.0
-EXPENSIVE = 40.0
-
 TABLE: dict = {}
 
 
-def _pw(ops, scalar, cost=ADD, accepts=None):
+def _pw(ops, scalar, cost=None, accepts=None):
+    """Pointwise ops lowered by rule `scalar`; cost: by default the scalar op's."""
+    cost = scalar_ops.row(scalar).cost if cost is None else cost
     for op in ops:
         TABLE[op] = OpInfo(Kind.POINTWISE, scalar, cost, accepts)
+
+
+def _same_name(*names, accepts=None):
+    """aten.<name>.default for each name, lowered to the scalar op of that name."""
+    for name in names:
+        _pw([getattr(aten, name).default], name, accepts=accepts)
 
 
 def _kind(ops, kind, cost=0.0):
@@ -72,52 +77,32 @@ _pw([aten.mul.Tensor, aten.mul.Scalar], "mul")
 # integer division by zero traps in C++ where ATen raises: integer division stays in ATen
 _pw([aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode],
     "div", DIV, _float_out)
-_pw([aten.neg.default], "neg")
-_pw([aten.abs.default], "abs")
-_pw([aten.reciprocal.default], "reciprocal", DIV, _float_out)
-_pw([aten.maximum.default], "maximum")
-_pw([aten.minimum.default], "minimum")
+_same_name("neg", "abs", "maximum", "minimum", "floor", "ceil", "trunc", "round", "frac")
+_same_name("reciprocal", accepts=_float_out)
 _pw([aten.clamp.default, aten.clamp.Tensor], "clamp", 2 * ADD)
-_pw([aten.clamp_min.default, aten.clamp_min.Tensor], "clamp_min")
-_pw([aten.clamp_max.default, aten.clamp_max.Tensor], "clamp_max")
-_pw([aten.relu.default], "relu")
-_pw([aten.sign.default, aten.sgn.default], "sign", 2 * ADD)
-_pw([aten.floor.default], "floor")
-_pw([aten.ceil.default], "ceil")
-_pw([aten.trunc.default], "trunc")
-_pw([aten.round.default], "round")
-_pw([aten.frac.default], "frac", 2 * ADD)
-_pw([aten.fmod.Tensor, aten.fmod.Scalar], "fmod", TRANSCENDENTAL, _float_out)
-_pw([aten.remainder.Tensor, aten.remainder.Scalar], "remainder", DIV * 2, _float_out)
-_pw([aten.copysign.Tensor, aten.copysign.Scalar], "copysign", ADD, _float_out)
+_pw([aten.clamp_min.default, aten.clamp_min.Tensor], "clamp_min", ADD)
+_pw([aten.clamp_max.default, aten.clamp_max.Tensor], "clamp_max", ADD)
+_pw([aten.relu.default], "relu", ADD)
+_pw([aten.sign.default, aten.sgn.default], "sign")
+_pw([aten.fmod.Tensor, aten.fmod.Scalar], "fmod", accepts=_float_out)
+_pw([aten.remainder.Tensor, aten.remainder.Scalar], "remainder", accepts=_float_out)
+_pw([aten.copysign.Tensor, aten.copysign.Scalar], "copysign", accepts=_float_out)
 
 # --- pointwise: transcendental ----------------------------------------------------------
-for _name in ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
-              "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
-              "erf", "erfc"):
-    _pw([getattr(aten, _name).default], _name, TRANSCENDENTAL)
-_pw([aten.sigmoid.default], "sigmoid", TRANSCENDENTAL + DIV)
-_pw([aten.sqrt.default], "sqrt", SQRT)
-_pw([aten.rsqrt.default], "rsqrt", SQRT + DIV)
-_pw([aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar], "pow", EXPENSIVE,
-    _float_out)
-_pw([aten.atan2.default], "atan2", EXPENSIVE)
+_same_name("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
+           "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf",
+           "erfc", "sigmoid", "sqrt", "rsqrt", "atan2")
+_pw([aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar], "pow",
+    accepts=_float_out)
 
 # --- pointwise: comparisons, logic, selection -----------------------------------------
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     _pw([getattr(aten, _name).Tensor, getattr(aten, _name).Scalar], _name)
-_pw([aten.logical_and.default], "logical_and")
-_pw([aten.logical_or.default], "logical_or")
-_pw([aten.logical_xor.default], "logical_xor")
-_pw([aten.logical_not.default], "logical_not")
-_pw([aten.bitwise_and.Tensor, aten.bitwise_and.Scalar], "bitwise_and")
-_pw([aten.bitwise_or.Tensor, aten.bitwise_or.Scalar], "bitwise_or")
-_pw([aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar], "bitwise_xor")
-_pw([aten.bitwise_not.default], "bitwise_not")
-_pw([aten.isnan.default], "isnan")
-_pw([aten.isinf.default], "isinf")
+for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    _pw([getattr(aten, _name).Tensor, getattr(aten, _name).Scalar], _name)
+_same_name("logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_not",
+           "isnan", "isinf", "isposinf", "isneginf", "signbit")
 _pw([aten.where.self], "where")
-_pw([aten.signbit.default], "signbit")
 # arange: an integer ramp over its single dim (float ramps stay in ATen: eager computes
 # them in double with its own rounding)
 _pw([aten.arange.default, aten.arange.start_step, aten.arange.start], "arange", ADD,
@@ -198,9 +183,9 @@ _kind([aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.defau
 
 FALLBACK_INFO = OpInfo(Kind.FALLBACK)
 
-# kernel-IR scalar ops that no ATen op names directly (div's lowering emits them); every
-# other scalar op and reduce kind costs what this table gives the ATen op that names it
-IR_ONLY_COST = {"truediv": DIV, "floordiv": DIV + ADD, "truncdiv": DIV, "bounded": 2 * ADD}
+# structural kernel-IR statements that do work (kernel_ir.STRUCTURAL; the others move
+# data or name values): gather's bounds check
+STRUCTURAL_COST = {"bounded": 2 * ADD}
 
 
 # pow by these scalar exponents lowers to multiplies, sqrt or a reciprocal
@@ -219,14 +204,16 @@ def node_cost(node: torch.fx.Node) -> float:
 
 
 def scalar_cost(op: str, reduce: bool = False) -> float:
-    """Flop-equivalents of one kernel-IR scalar op (or, with `reduce`, one fold of a
-    reduce kind), read from TABLE; an op the table does not price raises KeyError."""
-    kind = Kind.REDUCTION if reduce else Kind.POINTWISE
+    """Flop-equivalents of one kernel-IR scalar op (its scalar-op table row) or, with
+    `reduce`, one fold of a reduce kind (what TABLE gives the ATen reduction naming it);
+    an op neither table prices raises KeyError."""
+    if not reduce and op in scalar_ops.TABLE:
+        return scalar_ops.TABLE[op].cost
+    if not reduce and op in STRUCTURAL_COST:
+        return STRUCTURAL_COST[op]
     for info_ in TABLE.values():
-        if info_.kind is kind and info_.scalar == op:
+        if reduce and info_.kind is Kind.REDUCTION and info_.scalar == op:
             return info_.cost
-    if not reduce and op in IR_ONLY_COST:
-        return IR_ONLY_COST[op]
     raise KeyError(f"brrr: the op table has no cost for {'reduce ' if reduce else ''}{op!r}")
 
 

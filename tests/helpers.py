@@ -1,6 +1,7 @@
 """Shared test helpers. Eager PyTorch is the oracle: every end-to-end test goes through
 `check_against_eager`; partition and codegen tests build their ATen graphs with
-`aten_graph` and plans with `plan_of`."""
+`aten_graph` and plans with `plan_of`; lowering tests evaluate kernels with
+`lowered_vs_eager` (the kernel IR's reference evaluator, no printer or compiler)."""
 from __future__ import annotations
 
 import functools
@@ -12,6 +13,9 @@ from torch.utils._pytree import tree_flatten
 
 from brrr_compiler.backend import brrr_backend
 from brrr_compiler.capture import decomposition_table
+from brrr_compiler.kernel_eval import run_kernel
+from brrr_compiler.kernel_verify import verify
+from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import GreedyPolicy, partition
 
 # fused kernels keep intermediates in float32 where eager rounds after every op, so a
@@ -213,3 +217,34 @@ def spy_builds(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(build, "_compile", spy)
     return calls
+
+
+def _node_values(gm, args) -> dict:
+    """Every node's eager value when `gm` runs on `args`."""
+    values = {}
+
+    class Record(torch.fx.Interpreter):
+        def run_node(self, n):
+            values[n] = super().run_node(n)
+            return values[n]
+
+    Record(gm).run(*args)
+    return values
+
+
+def lowered_vs_eager(fn, *args, scratch=True, exact=True, atol=None, rtol=None) -> int:
+    """Lower every group of `fn`'s plan, evaluate each kernel on eager's values of its
+    inputs and compare its outputs with eager's; the number of kernels."""
+    plan = plan_of(fn, *args)
+    values = _node_values(plan.graph, args)
+    by_name = {n.name: n for n in plan.graph.graph.nodes}
+    for g in plan.groups:
+        k = verify(lower_group(g, g.name, use_scratch=scratch, round_results=exact))
+        outs = [torch.empty_strided(o.meta["val"].shape, o.meta["val"].stride(),
+                                    dtype=o.meta["val"].dtype) for o in g.outputs]
+        run_kernel(k, [values[by_name[b.origin]] for b in k.inputs], outs)
+        for o, got in zip(g.outputs, outs):
+            assert_close(got, values[o], equal_nan=True, atol=atol, rtol=rtol,
+                         msg=lambda m: f"{g.name} output {o.name}: {m}")
+    assert plan.groups, "nothing was fused"
+    return len(plan.groups)

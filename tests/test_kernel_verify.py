@@ -62,6 +62,24 @@ def test_unknown_op_and_wrong_arity():
         verify(_broken(k, 0, edit))
 
 
+def test_dtypes_against_the_scalar_op_table():
+    """Each scalar op's operands and result keep its row's rules (scalar_ops.py): one
+    operand dtype, the result's dtype by its rule, operands in its domain."""
+    k = _softmax_kernel()
+    x = next(s.out for s in k.phases[0].body if s.op == "load")
+    def edit(body):
+        body.append(Stmt("w3", torch.int64, "const", value=1))
+        body.append(Stmt("w4", torch.float32, "add", (x, "w3")))          # mixed operands
+        body.append(Stmt("w5", torch.float32, "lt", (x, x)))              # not bool
+        body.append(Stmt("w6", torch.int64, "exp", ("w3",)))              # not a float
+        body.append(Stmt("w7", torch.float32, "where", (x, x, x)))        # cond not bool
+    with pytest.raises(KernelIRError) as err:
+        verify(_broken(k, 0, edit))
+    for broken in ("add(float32, int64)", "lt(float32, float32) is float32",
+                   "exp(int64)", "where(float32, float32, float32)"):
+        assert broken in str(err.value)
+
+
 def test_loop_value_read_in_a_later_phase():
     k = _softmax_kernel()
     loop = next(n for n, p in enumerate(k.phases) if p.loop)

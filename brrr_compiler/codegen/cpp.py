@@ -5,7 +5,9 @@ One translation unit per compiled graph (or a few: cpp_units.py): the prelude
 the innermost loop are spread over OpenMP threads; the innermost loop is `omp simd`,
 contiguous where the data is, so gcc vectorizes it — transcendental calls included
 (float exp and erf are the prelude's own, the rest go through libmvec), without
--ffast-math. Each SSA value is one `const` line.
+-ffast-math. Each SSA value is one `const` line; a scalar op's right-hand side is its C++
+form from the scalar-op table (scalar_ops.py), which also declares the libm functions
+the prelude lists.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 import sympy
 import torch
 
+from brrr_compiler import scalar_ops
 from brrr_compiler.codegen.cpp_hoist import hoisted
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, product, static_sizes, tiles
@@ -23,7 +26,6 @@ from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
 from brrr_compiler.codegen.cpp_tiled import tiled_loops, transposed_var
 from brrr_compiler.lower.loops import reduces_outer_dim
-from brrr_compiler.lower.signs import NONPOSITIVE
 from brrr_compiler.lower.split import split_inner
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
@@ -53,22 +55,12 @@ extern "C" int brrr_take_error(void) { return __atomic_exchange_n(&brrr_error_fl
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
 PARALLEL_MIN_NUMEL = 32768  # below this, threads cost more than they save
 
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=",
-          "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "logical_and": "&&",
-          "logical_or": "||", "logical_xor": "!=", "bitwise_and": "&", "bitwise_or": "|",
-          "bitwise_xor": "^"}
-_LIBM = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
-         "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf",
-         "erfc", "pow", "atan2"}
-_BUILTIN = {"sqrt", "floor", "ceil", "trunc", "copysign"}
-_HELPER = {"maximum": "brrr_maximum", "minimum": "brrr_minimum", "sign": "brrr_sign",
-           "abs": "brrr_abs", "isinf": "brrr_isinf", "signbit": "brrr_signbit",
-           "floordiv": "brrr_floordiv", "remainder": "brrr_remainder", "fmod": "brrr_fmod"}
-
-
 @functools.cache
 def prelude() -> str:
-    return Path(__file__).with_name("cpp_prelude.h").read_text()
+    """cpp_prelude.h, with the libm functions the scalar ops' C++ forms call declared in
+    place of its BRRR_LIBM_DECLARATIONS line."""
+    text = Path(__file__).with_name("cpp_prelude.h").read_text()
+    return text.replace("BRRR_LIBM_DECLARATIONS", scalar_ops.libm_declarations())
 
 
 # ---- index expressions ---------------------------------------------------------------
@@ -138,40 +130,14 @@ def _suffix(dtype: torch.dtype) -> str:
     return "" if dtype is torch.float64 else "f"
 
 
-def _exp(dt: torch.dtype) -> str:
-    return "exp" if dt is torch.float64 else "brrr_expf"
-
-
 def op_expr(s: Stmt, args: list[str], arg_dtypes: list[torch.dtype]) -> str:
-    op, dt = s.op, (arg_dtypes[0] if arg_dtypes else s.dtype)
-    ct = CTYPE[dt]
-    if op in _INFIX:
-        return f"({args[0]} {_INFIX[op]} {args[1]})"
-    if op == "exp" and s.value == NONPOSITIVE and dt is not torch.float64:
-        return f"brrr_expf_nonpos({args[0]})"
-    if op in ("erf", "exp") and dt is not torch.float64:
-        return f"brrr_{op}f({args[0]})"
-    if op in _LIBM:
-        return f"{op}{_suffix(dt)}({', '.join(args)})"
-    if op in _BUILTIN:
-        return f"__builtin_{op}{_suffix(dt)}({', '.join(args)})"
-    if op in _HELPER:
-        return f"{_HELPER[op]}({', '.join(args)})"
-    simple = {
-        "neg": f"(-{args[0]})" if args else "",
-        "reciprocal": f"(({ct})1 / {args[0]})" if args else "",
-        "rsqrt": f"(({ct})1 / __builtin_sqrt{_suffix(dt)}({args[0]}))" if args else "",
-        "sigmoid": f"(({ct})1 / (({ct})1 + {_exp(dt)}(-{args[0]})))" if args else "",
-        "round": f"__builtin_nearbyint{_suffix(dt)}({args[0]})" if args else "",
-        "frac": f"({args[0]} - __builtin_trunc{_suffix(dt)}({args[0]}))" if args else "",
-        "isnan": f"({args[0]} != {args[0]})" if args else "",
-        "logical_not": f"(!{args[0]})" if args else "",
-        "bitwise_not": f"(~{args[0]})" if args else "",
-        "where": f"({args[0]} ? {args[1]} : {args[2]})" if len(args) == 3 else "",
-    }
-    if simple.get(op):
-        return simple[op]
-    raise NotImplementedError(f"brrr: the C++ printer has no rule for scalar op {op!r}")
+    """A scalar op's C++ form (scalar_ops.py) for arguments of `arg_dtypes`."""
+    row = scalar_ops.TABLE.get(s.op)
+    dt = row.operand_dtype(arg_dtypes) if row and arg_dtypes else s.dtype
+    form = row.cpp.template(dt, s.value) if row and row.accepts(dt) else None
+    if form is None:
+        raise NotImplementedError(f"brrr: the C++ printer has no rule for scalar op {s.op!r}")
+    return form.format(*args, f=_suffix(dt), ct=CTYPE[dt])
 
 
 def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:

@@ -19,11 +19,7 @@
 #endif
 
 extern "C" {
-BRRR_MATH1(exp) BRRR_MATH1(exp2) BRRR_MATH1(expm1) BRRR_MATH1(log) BRRR_MATH1(log1p)
-BRRR_MATH1(log2) BRRR_MATH1(log10) BRRR_MATH1(sin) BRRR_MATH1(cos) BRRR_MATH1(tan)
-BRRR_MATH1(tanh) BRRR_MATH1(sinh) BRRR_MATH1(cosh) BRRR_MATH1(asin) BRRR_MATH1(acos)
-BRRR_MATH1(atan) BRRR_MATH1(asinh) BRRR_MATH1(acosh) BRRR_MATH1(atanh) BRRR_MATH1(erf)
-BRRR_MATH1(erfc) BRRR_MATH2(pow) BRRR_MATH2(atan2)
+BRRR_LIBM_DECLARATIONS
 float fmodf(float, float);
 double fmod(double, double);
 int omp_get_thread_num(void);

@@ -2,8 +2,8 @@
 
 The combine functions (_brrr_sum, _brrr_max, ...) are this module's own rather than
 tl.sum/tl.max, so that kernels also run in a process that set TRITON_INTERPRET=1 after
-importing Triton (see triton_reduce.fold). `libdevice` is CUDA's, or numpy's under the
-interpreter (runtime/triton_libdevice.py).
+importing Triton (see triton_reduce.fold). `libdevice` is CUDA's, or under the interpreter
+the scalar-op table's torch references (runtime/triton_libdevice.py).
 """
 
 PRELUDE = '''\

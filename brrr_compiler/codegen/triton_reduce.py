@@ -18,7 +18,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from brrr_compiler.codegen.triton import Body, decode, reg, texpr
+from brrr_compiler.codegen.triton_body import Body, decode, reg, texpr
 from brrr_compiler.codegen.triton_schedule import Schedule
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 

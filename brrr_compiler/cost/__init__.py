@@ -7,8 +7,9 @@ through CostPolicy ("cost") and never for legality.
     from_kernel.py  KernelStats of a kernel IR (what codegen prints)
     from_group.py   KernelStats of a group of FX nodes (before lowering; must agree)
     estimate.py     predict(stats, device) -> Estimate
-    policy.py       CostPolicy: fuse, refuse or recompute by predicted time
-    calibrate.py    measure this machine's DeviceSpec (`brrr calibrate`)
+    policy.py       CostPolicy: fuse, refuse or recompute by predicted time;
+                    policy_from_option (options["fusion"] -> a policy)
+(brrr_compiler/calibration.py measures this machine's DeviceSpec: `brrr calibrate`.)
 """
 from brrr_compiler.cost.device import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                        load_device_spec, resolve_device, save_device_spec)
@@ -16,9 +17,10 @@ from brrr_compiler.cost.estimate import (Estimate, estimate_group, estimate_kern
                                          kernel_report_fields, predict)
 from brrr_compiler.cost.from_group import group_stats
 from brrr_compiler.cost.from_kernel import kernel_stats
-from brrr_compiler.cost.policy import CostPolicy
+from brrr_compiler.cost.policy import CostPolicy, policy_from_option
 from brrr_compiler.cost.stats import CostModelError, KernelStats
 
 __all__ = ["PRESETS", "DeviceSpec", "current_device_spec", "generic_cpu", "load_device_spec",
            "resolve_device", "save_device_spec", "Estimate", "estimate_group", "estimate_kernel",
-           "kernel_report_fields", "predict", "group_stats", "kernel_stats", "CostPolicy", "CostModelError", "KernelStats"]
+           "kernel_report_fields", "predict", "group_stats", "kernel_stats", "CostPolicy", "CostModelError", "KernelStats",
+           "policy_from_option"]

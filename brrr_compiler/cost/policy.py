@@ -14,12 +14,15 @@ overhead, so `explain` and the logs say why in those three terms.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from brrr_compiler.cost.device import DeviceSpec, generic_cpu
 from brrr_compiler.cost.estimate import Estimate, predict
 from brrr_compiler.cost.from_group import group_stats
 from brrr_compiler.cost.stats import CostModelError
 from brrr_compiler.partition import domains, legality
-from brrr_compiler.partition.policy import MergeCandidate, Verdict
+from brrr_compiler.partition.policy import (FusionPolicy, GreedyPolicy, MergeCandidate,
+                                            NoFusionPolicy, Verdict)
 
 MAX_INPUTS = 32     # input buffers of one kernel: each is a stream for the prefetchers
 MAX_LIVE = 64       # values live at once in the loop body: past this gcc spills heavily
@@ -145,3 +148,17 @@ def verdict(before: list, after: list, recompute: bool) -> Verdict:
     faster = t1 < t0
     return Verdict(faster, f"{what} {'faster' if faster else 'not faster'}: {t1 * 1e6:.3g} us "
                            f"vs {t0 * 1e6:.3g} us {other} ({why})", metrics)
+
+
+def policy_from_option(fusion: Any, device=None) -> FusionPolicy:
+    """The policy named by options["fusion"] ("cost" predicts on `device`, a DeviceSpec),
+    or the user's own policy object."""
+    if isinstance(fusion, str):
+        table = {"cost": lambda: CostPolicy(device), "greedy": GreedyPolicy, "none": NoFusionPolicy}
+        if fusion not in table:
+            raise ValueError(f"brrr: unknown fusion policy {fusion!r}; expected one of {sorted(table)}")
+        return table[fusion]()
+    if not callable(getattr(fusion, "decide", None)) or not hasattr(fusion, "name"):
+        raise TypeError("brrr: a fusion policy object needs a `name` and a "
+                        "`decide(candidate) -> Verdict` method")
+    return fusion

@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from brrr_compiler import ops
+from brrr_compiler import ops, scalar_ops
 from brrr_compiler.kernel_ir import Stmt
 
 aten = torch.ops.aten
@@ -289,31 +289,33 @@ def _pow_scalar(c: Ctx, x: V, e) -> V:
     return b.emit("pow", dt, (x, b.const(e, dt)))
 
 
+# rules for ATen ops that are not simply the scalar op of their name; every other scalar
+# op gets the default rule of its kind (default_rule)
 RULES: dict[str, Callable[[Ctx], V]] = {
-    "add": add_sub("add"), "sub": add_sub("sub"), "mul": binary("mul"), "div": div,
-    "maximum": binary("maximum"), "minimum": binary("minimum"), "atan2": binary("atan2"),
-    "fmod": binary("fmod"), "remainder": binary("remainder"), "copysign": binary("copysign"),
-    "bitwise_and": binary("bitwise_and"), "bitwise_or": binary("bitwise_or"),
-    "bitwise_xor": binary("bitwise_xor"), "bitwise_not": bitwise_not,
+    "add": add_sub("add"), "sub": add_sub("sub"), "div": div, "bitwise_not": bitwise_not,
     "clamp": clamp, "clamp_min": clamp, "clamp_max": clamp, "relu": relu,
     "where": where, "copy": copy, "constant": constant, "pow": power,
     "logical_and": logical("logical_and"), "logical_or": logical("logical_or"),
     "logical_xor": logical("logical_xor"), "logical_not": logical("logical_not"),
-    "isnan": predicate("isnan"), "isinf": predicate("isinf"), "signbit": predicate("signbit"),
 }
-for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
-    RULES[_op] = compare(_op)
-for _op in ("neg", "abs", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin",
-            "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
-            "atanh", "erf", "erfc", "sigmoid", "sqrt", "rsqrt", "reciprocal", "sign", "floor",
-            "ceil", "trunc", "round", "frac"):
-    RULES[_op] = unary(_op)
+
+
+def default_rule(op: str) -> Callable[[Ctx], V] | None:
+    """The rule for scalar op `op` (scalar_ops.py) by its arity and result rule: compute in
+    the op-math dtype (unary, binary), or compare in the promoted dtype (BOOL results)."""
+    row = scalar_ops.TABLE.get(op)
+    if row is None or row.result == scalar_ops.SELECT:
+        return None
+    if row.result == scalar_ops.BOOL:
+        return compare(op) if row.arity == 2 else predicate(op)
+    return {1: unary, 2: binary}[row.arity](op)
 
 
 def lower_node(node: torch.fx.Node, args: dict[str, Any], body: Body, scalar: str,
                exact: bool = True) -> V:
     """Emit the statements computing `node` from its (already lowered) arguments.
     `exact`: round float16/bfloat16 values where eager does (else only stores round)."""
-    if scalar not in RULES:
+    rule = RULES.get(scalar) or default_rule(scalar)
+    if rule is None:
         raise NotImplementedError(f"brrr: no scalar rule for {scalar!r} ({node.target})")
-    return RULES[scalar](Ctx(node, args, body, exact))
+    return rule(Ctx(node, args, body, exact))

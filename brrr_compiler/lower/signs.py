@@ -8,8 +8,8 @@ accuracy). The exp's statement carries `value="nonpositive"`; readers that do no
 
 Signs come from one pass over the statements in order (SSA: arguments come first), each
 value found non-negative, non-positive or neither. "Non-negative" and "non-positive"
-always admit NaN, so no rule needs to care about it: a square, abs, exp, sqrt, relu and
-sigmoid are non-negative; constants have their sign; neg flips it; a product of two known
+always admit NaN, so no rule needs to care about it: a square and the scalar ops the
+table marks `nonnegative` (abs, exp, sqrt, sigmoid) are non-negative; constants have their sign; neg flips it; a product of two known
 signs has their product's sign, and a sum of two alike keeps it, as does a
 floating-point cast (rounding keeps the sign); a - b is non-positive when a is and b is
 non-negative, and when b is the row's max of a itself: float subtraction is monotone, so
@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from brrr_compiler import scalar_ops
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
-
-NONPOSITIVE = "nonpositive"
-_NONNEG_OPS = frozenset({"abs", "exp", "sqrt", "relu", "sigmoid"})
+from brrr_compiler.scalar_ops import NONPOSITIVE
 
 
 def mark_nonpositive_exps(k: Kernel) -> Kernel:
@@ -81,7 +80,7 @@ class _Signs:
         a = s.args
         if s.op == "const":
             return isinstance(s.value, (int, float)) and s.value >= 0
-        if s.op in _NONNEG_OPS:
+        if s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].nonnegative:
             return True
         if s.op == "mul":
             return a[0] == a[1] or self._same_sign(a[0], a[1])

@@ -2,7 +2,7 @@
 from brrr_compiler.partition.partitioner import partition
 from brrr_compiler.partition.plan import Decision, FusionPlan, Group
 from brrr_compiler.partition.policy import (FusionPolicy, GreedyPolicy, MergeCandidate,
-                                            NoFusionPolicy, Verdict, policy_from_option)
+                                            NoFusionPolicy, Verdict)
 
 __all__ = ["partition", "Decision", "FusionPlan", "Group", "FusionPolicy", "GreedyPolicy",
-           "MergeCandidate", "NoFusionPolicy", "Verdict", "policy_from_option"]
+           "MergeCandidate", "NoFusionPolicy", "Verdict"]

@@ -4,14 +4,13 @@ A policy is any object with a `name` and a method
     decide(candidate: MergeCandidate) -> Verdict
 The partitioner proposes only legal merges; the policy answers yes or no with a reason
 (and, for the cost model, its predictions). Researchers pass their own object as
-`options={"fusion": my_policy}`.
+`options={"fusion": my_policy}`; the built-in ones by name through
+cost.policy_from_option (the cost model's policy is a later stage's).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
-
-
 
 
 @dataclass
@@ -58,20 +57,4 @@ class NoFusionPolicy:
         return Verdict(False, "the 'none' policy fuses nothing")
 
 
-def policy_from_option(fusion: Any, device=None) -> FusionPolicy:
-    """The policy named by options["fusion"] ("cost" predicts on `device`, a DeviceSpec),
-    or the user's own policy object."""
-    if isinstance(fusion, str):
-        from brrr_compiler.cost.policy import CostPolicy      # cost imports partition
-        table = {"cost": lambda: CostPolicy(device), "greedy": GreedyPolicy, "none": NoFusionPolicy}
-        if fusion not in table:
-            raise ValueError(f"brrr: unknown fusion policy {fusion!r}; expected one of {sorted(table)}")
-        return table[fusion]()
-    if not callable(getattr(fusion, "decide", None)) or not hasattr(fusion, "name"):
-        raise TypeError("brrr: a fusion policy object needs a `name` and a "
-                        "`decide(candidate) -> Verdict` method")
-    return fusion
-
-
-__all__ = ["MergeCandidate", "Verdict", "FusionPolicy", "GreedyPolicy", "NoFusionPolicy",
-           "policy_from_option"]
+__all__ = ["MergeCandidate", "Verdict", "FusionPolicy", "GreedyPolicy", "NoFusionPolicy"]

@@ -1,15 +1,18 @@
-"""`libdevice` for generated Triton modules: CUDA's libdevice, or numpy under the interpreter.
+"""`libdevice` for generated Triton modules: CUDA's libdevice, or torch under the interpreter.
 
 Generated kernels call `libdevice.tanh(x)` and friends (their module binds
 `libdevice = current()` when it is imported) for the math that triton.language
 lacks. Compiled for a GPU that is `triton.language.extra.libdevice`; Triton's interpreter
-(TRITON_INTERPRET=1) cannot run extern calls, so there the same names are numpy functions
-applied to the interpreter's arrays. The interpreter runs kernels as plain Python, so a
-plain function that maps tensor to tensor is all it needs.
+(TRITON_INTERPRET=1) cannot run extern calls, so there each name is the reference
+semantics (a torch function) of the scalar op whose Triton form calls it (scalar_ops.py:
+a row's `libdevice`), applied to the interpreter's numpy arrays. The interpreter runs
+kernels as plain Python, so a plain function that maps tensor to tensor is all it needs.
 """
 from __future__ import annotations
 
 import types
+
+from brrr_compiler import scalar_ops
 
 
 def _interpreting() -> bool:
@@ -17,38 +20,28 @@ def _interpreting() -> bool:
     return interpreting()
 
 
-def _numpy_libdevice() -> types.SimpleNamespace:
+def _reference_libdevice() -> types.SimpleNamespace:
     import numpy as np
+    import torch
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
 
-    def wrap(np_fn):
+    def wrap(ref):
         def fn(*args):
             data = [a.handle.data for a in args]
-            with np.errstate(all="ignore"):
-                out = np.asarray(np_fn(*data)).astype(data[0].dtype)
+            out = ref(*[torch.from_numpy(np.array(d)) for d in data]).numpy()
+            out = np.asarray(out).astype(data[0].dtype)
             scalar = args[0].dtype
             block = any(a.type.is_block() for a in args)
             ty = tl.block_type(scalar, list(out.shape)) if block else scalar
             return tl.tensor(TensorHandle(out, scalar), ty)
         return fn
 
-    def erfc(x):
-        import math
-        return np.vectorize(math.erfc, otypes=[x.dtype])(x)
-
-    table = {
-        "expm1": np.expm1, "log1p": np.log1p, "log10": np.log10, "tan": np.tan,
-        "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin,
-        "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh,
-        "atanh": np.arctanh, "erfc": erfc, "pow": np.power, "atan2": np.arctan2,
-        "copysign": np.copysign, "trunc": np.trunc, "nearbyint": np.rint,
-        "signbit": np.signbit,
-    }
-    return types.SimpleNamespace(**{name: wrap(f) for name, f in table.items()})
+    table = scalar_ops.libdevice_functions()
+    return types.SimpleNamespace(**{name: wrap(row.ref) for name, row in table.items()})
 
 
-_numpy: list = []
+_reference: list = []
 
 
 def current():
@@ -56,6 +49,6 @@ def current():
     if not _interpreting():
         from triton.language.extra import libdevice as real
         return real
-    if not _numpy:
-        _numpy.append(_numpy_libdevice())
-    return _numpy[0]
+    if not _reference:
+        _reference.append(_reference_libdevice())
+    return _reference[0]

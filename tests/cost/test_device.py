@@ -6,7 +6,7 @@ import torch
 from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
-from brrr_compiler.cost.calibrate import _cache_sizes, copy_bandwidth
+from brrr_compiler.calibration import _cache_sizes, copy_bandwidth
 
 
 def test_json_round_trip_in_the_cache_dir(tmp_path):

@@ -5,8 +5,8 @@ import torch
 
 from brrr_compiler import ops
 from brrr_compiler.config import build_config
-from brrr_compiler.cost import CostModelError, CostPolicy, generic_cpu
-from brrr_compiler.partition import GreedyPolicy, NoFusionPolicy, policy_from_option
+from brrr_compiler.cost import CostModelError, CostPolicy, generic_cpu, policy_from_option
+from brrr_compiler.partition import GreedyPolicy, NoFusionPolicy
 from tests.helpers import check_against_eager, plan_of
 
 aten = torch.ops.aten

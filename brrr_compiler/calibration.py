@@ -1,5 +1,9 @@
 """Calibration: measure this machine's DeviceSpec with small micro-benchmarks (< 1 minute).
 
+A tool beside the pipeline, not part of the cost model: it compiles and runs brrr kernels
+through the driver, so it lives at the top with the command line (cost/ only reads the
+DeviceSpec it saves).
+
     streaming bandwidth    dst.copy_(src) of 256 MB float32 (read + write counted)
     cache bandwidth        a brrr kernel x + 1 on 1 and 4 MB (in cache): bytes moved over
                            the time between the two sizes
