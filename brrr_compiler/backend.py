@@ -22,13 +22,16 @@ from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config, with_mode
-from brrr_compiler.cost import resolve_device
+from brrr_compiler.cost import CostPolicy, resolve_device
+from brrr_compiler.cost.measured import measured_where_unsure
 from brrr_compiler.graph_report import failed_graph_report, graph_report, op_name
 from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.runtime import cache, script, toolchain, triton_launch
+from brrr_compiler.runtime.autotune import Autotuner
+from brrr_compiler.runtime.autotune_threads import choose_threads
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -107,15 +110,21 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     target, device = choose_target(cfg, gm)
     # for the cost model; older versions kept the calibration in the cache dir
     machine = resolve_device(cfg.device, (cfg.calibration_dir, cfg.cache_dir), device)
-    plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
+    threads = cfg.num_threads or torch.get_num_threads()
+    tuner = Autotuner(gm, cfg, threads, target) if cfg.autotunes() else None
+    plan = partition(gm, fusion_policy(cfg, machine, tuner), cfg.max_kernel_args,
                      device=device,
                      allow_across=(target == "cpp" and cfg.fold_across_rows))
-    dumps.write("fusion_plan.txt", lambda: str(plan))
-    threads = cfg.num_threads or torch.get_num_threads()
     not_run: dict = {}                  # group id -> why it runs through ATen
     kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, not_run,
                                          strict=cfg.strict,
                                          verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
+    if tuner is not None:               # max-autotune: each kernel's thread count
+        outputs = {g.id: g.outputs for g in plan.groups}
+        printed, schedules = choose_threads(tuner, kernels, outputs, printed)
+        plan.decisions.extend(schedules)
+        tuner.close()
+    dumps.write("fusion_plan.txt", lambda: str(plan))
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
@@ -140,6 +149,16 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         return run
     return triton_launch.cudagraphs(run, gm, compiled, asked=cfg.cudagraphs is True,
                                     strict=cfg.strict)
+
+
+def fusion_policy(cfg: Config, machine, tuner):
+    """The policy options["fusion"] names; under max-autotune (`tuner`), brrr's own
+    policies measure the merges the cost model is unsure of (cost/measured.py)."""
+    policy = policy_from_option(cfg.fusion, machine)
+    if tuner is None:
+        return policy
+    return measured_where_unsure(policy, CostPolicy(machine), tuner.measure_merge,
+                                 cfg.autotune_margin)
 
 
 def choose_target(cfg: Config, gm) -> tuple:

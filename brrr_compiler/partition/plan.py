@@ -22,6 +22,20 @@ class Decision:
         return f"{verdict} {self.producer} -> {self.consumer}: {self.reason}{extra}"
 
 
+@dataclass
+class ScheduleDecision:
+    """How one kernel runs, chosen by measurement (mode="max-autotune": the thread count
+    of its parallel loop); recorded beside the fusion decisions."""
+    kernel: str                 # the kernel's name
+    choice: str                 # e.g. "1 thread"
+    reason: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        extra = "".join(f" {k}={_fmt(v)}" for k, v in self.metrics.items())
+        return f"schedule {self.kernel}: {self.choice}: {self.reason}{extra}"
+
+
 def _fmt(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
@@ -55,7 +69,7 @@ class Group:
 class FusionPlan:
     graph: torch.fx.GraphModule
     groups: list[Group]
-    decisions: list[Decision]
+    decisions: list            # Decisions, then any ScheduleDecisions
     policy: str
 
     def group_of(self) -> dict[torch.fx.Node, Group]:
