@@ -137,7 +137,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     if reference is not None:
         dumps.write(f"{name}.py", lambda: script.runnable(
             name, reference, plan.graph.graph, runner, kernels, printed, threads,
-            script.build_command(cfg)))
+            script.build_command(cfg) if target == "cpp" else None,
+            source if target == "triton" else None))
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
         ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
         report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,

@@ -6,15 +6,23 @@ lacks. Compiled for a GPU that is `triton.language.extra.libdevice`; Triton's in
 (TRITON_INTERPRET=1) cannot run extern calls, so there the same names are numpy functions
 applied to the interpreter's arrays. The interpreter runs kernels as plain Python, so a
 plain function that maps tensor to tensor is all it needs.
+
+The module imports nothing from brrr: a runnable dump of a Triton graph (script.py)
+carries it verbatim beside the kernels.
 """
 from __future__ import annotations
 
+import os
 import types
 
 
-def _interpreting() -> bool:
-    from brrr_compiler.runtime.triton_launch import interpreting
-    return interpreting()
+def interpreting() -> bool:
+    """Does Triton run kernels through its CPU interpreter (TRITON_INTERPRET=1)?"""
+    try:
+        from triton import knobs
+        return bool(knobs.runtime.interpret)
+    except (ImportError, AttributeError):       # Triton < 3.4 reads the variable directly
+        return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def _numpy_libdevice() -> types.SimpleNamespace:
@@ -53,7 +61,7 @@ _numpy: list = []
 
 def current():
     """The libdevice for the mode Triton is in now (generated modules bind it at import)."""
-    if not _interpreting():
+    if not interpreting():
         from triton.language.extra import libdevice as real
         return real
     if not _numpy:
