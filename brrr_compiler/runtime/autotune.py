@@ -21,6 +21,8 @@ sees: it runs outside any fake mode, without autograd, and restores torch's rand
 """
 from __future__ import annotations
 
+import time
+
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -119,7 +121,7 @@ class Autotuner:
             return f"a candidate does not build ({first})"
         runs = {name: self.side_run([(k, list(g.outputs)) for k, g in side], lib)
                 for name, side in sides.items()}
-        return self.timed(runs)
+        return self.timed(runs, one_thread=self.threads == 1)
 
     # ---- shared by both kinds -------------------------------------------------------
 
@@ -143,12 +145,15 @@ class Autotuner:
         seconds = autotune_cache.lookup(self.cfg.cache_dir, key)
         return key, (seconds if seconds is not None and set(seconds) == set(codes) else None)
 
-    def timed(self, runs: dict) -> dict[str, float] | str:
-        """median_seconds of `runs` ({candidate: function}), outside any fake mode and
-        autograd, torch's random state kept; a string when a candidate fails to run."""
+    def timed(self, runs: dict, one_thread: bool) -> dict[str, float] | str:
+        """median_seconds of `runs` ({candidate: function making the function to time}),
+        by CPU time when every candidate runs on `one_thread` (autotune_timing.py's
+        note), outside any fake mode and autograd, torch's random state kept; a string
+        when a candidate fails to run."""
+        clock = time.thread_time if one_thread else time.perf_counter
         with unset_fake_temporarily(), torch.no_grad(), torch.random.fork_rng(devices=[]):
             try:
-                return median_seconds({name: run() for name, run in runs.items()})
+                return median_seconds({name: run() for name, run in runs.items()}, clock)
             except (RuntimeError, IndexError) as err:
                 return f"a candidate failed to run ({err})"
 

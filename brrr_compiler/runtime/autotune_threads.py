@@ -93,7 +93,8 @@ def _measure(tuner, choices: dict, outputs: dict) -> dict:
             continue
         runs = {label: tuner.side_run([(v, outputs[gid])], libs[v.name])
                 for label, (v, _) in variants.items()}
-        results[gid] = tuner.measured("threads", codes, reads, lambda runs=runs: tuner.timed(runs))
+        results[gid] = tuner.measured("threads", codes, reads,
+                                      lambda runs=runs: tuner.timed(runs, one_thread=False))
     return results
 
 

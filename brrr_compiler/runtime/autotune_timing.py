@@ -10,6 +10,14 @@ hit by an interrupt), and the median over rounds of the seconds per call is its 
 on a shared machine a round that another process preempted is an outlier, which a median
 ignores. Slow candidates get fewer rounds (at least MIN_ROUNDS) so that one decision
 costs about BUDGET_S of compile time.
+
+Note on the clock. Candidates that run on the calling thread alone (one OpenMP thread)
+are timed by that thread's CPU time, which time spent preempted by other processes does
+not inflate: on a 2-core machine shared by several jobs, wall-clock rounds of 20 us
+kernels were preempted often enough to decide merges the wrong way
+(benchmarks/results/autotune.md). Candidates on several
+threads are timed by the wall clock, the only one that sees them wait for each other
+(and for a preempted thread at the closing barrier, which is real on such a machine).
 """
 from __future__ import annotations
 
@@ -25,15 +33,17 @@ BUDGET_S = 0.4
 MAX_CALLS = 1000
 
 
-def median_seconds(candidates: dict[str, Callable[[], object]]) -> dict[str, float]:
-    """{name: median seconds per call} of each candidate (the module note)."""
+def median_seconds(candidates: dict[str, Callable[[], object]],
+                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """{name: median seconds per call} of each candidate by `clock` (the module notes:
+    time.thread_time for candidates on one thread)."""
     for fn in candidates.values():
         for _ in range(WARMUP):
             fn()
-    start = time.perf_counter()
+    start = clock()
     for fn in candidates.values():
         fn()
-    one_each = max(time.perf_counter() - start, 1e-9)
+    one_each = max(clock() - start, 1e-9)
     calls = max(1, min(MAX_CALLS, int(ROUND_S * len(candidates) / one_each)))
     rounds = max(MIN_ROUNDS, min(ROUNDS, int(BUDGET_S / (one_each * calls))))
     per_round: dict[str, list[float]] = {name: [] for name in candidates}
@@ -41,8 +51,8 @@ def median_seconds(candidates: dict[str, Callable[[], object]]) -> dict[str, flo
     for r in range(rounds):
         for name in names if r % 2 == 0 else reversed(names):
             fn = candidates[name]
-            start = time.perf_counter()
+            start = clock()
             for _ in range(calls):
                 fn()
-            per_round[name].append((time.perf_counter() - start) / calls)
+            per_round[name].append((clock() - start) / calls)
     return {name: statistics.median(times) for name, times in per_round.items()}
