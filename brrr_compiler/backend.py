@@ -18,6 +18,7 @@ import torch
 
 from brrr_compiler import passes
 from brrr_compiler import capture, debug
+from brrr_compiler.autotune_plan import Planned, tuned
 from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
@@ -31,7 +32,6 @@ from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition, policy_from_option
 from brrr_compiler.runtime import cache, script, toolchain, triton_launch
 from brrr_compiler.runtime.autotune import Autotuner
-from brrr_compiler.runtime.autotune_threads import choose_threads
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -112,18 +112,22 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     machine = resolve_device(cfg.device, (cfg.calibration_dir, cfg.cache_dir), device)
     threads = cfg.num_threads or torch.get_num_threads()
     tuner = Autotuner(gm, cfg, threads, target) if cfg.autotunes() else None
-    plan = partition(gm, fusion_policy(cfg, machine, tuner), cfg.max_kernel_args,
-                     device=device,
-                     allow_across=(target == "cpp" and cfg.fold_across_rows))
-    not_run: dict = {}                  # group id -> why it runs through ATen
-    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, not_run,
-                                         strict=cfg.strict,
-                                         verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
-    if tuner is not None:               # max-autotune: each kernel's thread count
-        outputs = {g.id: g.outputs for g in plan.groups}
-        printed, schedules = choose_threads(tuner, kernels, outputs, printed)
-        plan.decisions.extend(schedules)
-        tuner.close()
+    pristine = capture.graph_copy(gm) if tuner is not None else None
+
+    def planned(graph, policy) -> Planned:
+        plan = partition(graph, policy, cfg.max_kernel_args, device=device,
+                         allow_across=(target == "cpp" and cfg.fold_across_rows))
+        not_run: dict = {}              # group id -> why it runs through ATen
+        lowered = lower_plan(plan, target, threads, cfg.low_precision, not_run,
+                             strict=cfg.strict,
+                             verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
+        return Planned(plan, *lowered, not_run)
+
+    found = planned(gm, fusion_policy(cfg, machine, tuner))
+    if tuner is not None:   # max-autotune: the finished plan and each kernel's threads timed
+        found = tuned(tuner, name, found,
+                      lambda: planned(pristine, policy_from_option(cfg.fusion, machine)))
+    plan, kernels, specs, printed, not_run = found
     dumps.write("fusion_plan.txt", lambda: str(plan))
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)

@@ -17,6 +17,14 @@ more than the margin is measured (including those it predicts to lose: greedy's 
 spot). A merge the model cannot estimate is measured too. Refusals for size (`cost`'s
 max_inputs / max_live) are limits of the C++ printer, not predictions: they stand.
 
+A measurement goes against the wrapped policy's verdict only when the two candidates'
+times differ by more than TIE (5%): repeated interleaved medians of the same pair differ
+by a few percent on a shared machine, and a merge refused on noise closes the merges the
+walk would have made after it. Each merge is measured as the walk meets it, between
+groups that may still grow, so a refusal that pays locally can still cost the finished
+plan; the driver (autotune_plan.py) therefore times the finished plan against the
+policy's own whenever a measurement went against the policy, and keeps the faster.
+
 The timing itself is the runtime's (runtime/autotune.py), handed in by the driver as
 `measure(before, after)`: each side a list of (member nodes, stored nodes) kernels in the
 order they run (cost.policy.kernel_sides). It returns a Measurement, or a string saying
@@ -32,6 +40,8 @@ from brrr_compiler.cost.policy import CostPolicy, kernel_sides
 from brrr_compiler.cost.stats import CostModelError
 from brrr_compiler.partition.policy import GreedyPolicy, MergeCandidate, Verdict
 from brrr_compiler.report import fmt_time
+
+TIE = 1.05      # measured times closer than this are a tie: the policy's verdict stands
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,8 @@ class MeasuredPolicy:
 
     def _measured(self, c, verdict: Verdict, predicted, m: Measurement) -> Verdict:
         what, other = ("recomputing", "materialized") if c.recompute else ("fused", "separate")
-        accept = m.after_s < m.before_s
+        tie = max(m.after_s, m.before_s) < TIE * min(m.after_s, m.before_s)
+        accept = verdict.accept if tie else m.after_s < m.before_s
         model = ("the model has no estimate" if predicted is None else
                  f"model: {fmt_time(predicted[1])} vs {fmt_time(predicted[0])}, "
                  f"{self.base.name} would {'fuse' if verdict.accept else 'refuse'}")
@@ -95,10 +106,11 @@ class MeasuredPolicy:
             metrics.setdefault("fused_us", round(predicted[1] * 1e6, 3))
         metrics.update(measured_fused_us=round(m.after_s * 1e6, 3),
                        measured_unfused_us=round(m.before_s * 1e6, 3),
-                       measured_cached=m.cached)
+                       measured_cached=m.cached, against_policy=accept != verdict.accept)
         cached = ", cached" if m.cached else ""
+        tied = f", a tie within {TIE - 1:.0%}" if tie else ""
         return Verdict(accept, f"measured{cached}: {what} {fmt_time(m.after_s)} vs {other} "
-                               f"{fmt_time(m.before_s)} ({model})", metrics)
+                               f"{fmt_time(m.before_s)}{tied} ({model})", metrics)
 
 
 def measured_where_unsure(policy, model: CostPolicy, measure: Measure, margin: float):

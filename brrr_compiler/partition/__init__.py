@@ -1,9 +1,9 @@
 """Partition: ATen graph -> FusionPlan (legality separate from the policy that decides)."""
 from brrr_compiler.partition.partitioner import group_of_members, partition
-from brrr_compiler.partition.plan import Decision, FusionPlan, Group, ScheduleDecision
+from brrr_compiler.partition.plan import Decision, FusionPlan, Group, MeasuredChoice
 from brrr_compiler.partition.policy import (FusionPolicy, GreedyPolicy, MergeCandidate,
                                             NoFusionPolicy, Verdict, policy_from_option)
 
 __all__ = ["partition", "group_of_members", "Decision", "FusionPlan", "Group",
-           "ScheduleDecision", "FusionPolicy", "GreedyPolicy",
+           "MeasuredChoice", "FusionPolicy", "GreedyPolicy",
            "MergeCandidate", "NoFusionPolicy", "Verdict", "policy_from_option"]

@@ -23,17 +23,19 @@ class Decision:
 
 
 @dataclass
-class ScheduleDecision:
-    """How one kernel runs, chosen by measurement (mode="max-autotune": the thread count
-    of its parallel loop); recorded beside the fusion decisions."""
-    kernel: str                 # the kernel's name
+class MeasuredChoice:
+    """A choice mode="max-autotune" made by measurement, recorded beside the fusion
+    decisions: how one kernel runs (kind "schedule": its thread count), or which of two
+    finished plans a graph keeps (kind "plan")."""
+    kind: str                   # "schedule" or "plan"
+    subject: str                # the kernel's or the graph's name
     choice: str                 # e.g. "1 thread"
     reason: str
     metrics: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         extra = "".join(f" {k}={_fmt(v)}" for k, v in self.metrics.items())
-        return f"schedule {self.kernel}: {self.choice}: {self.reason}{extra}"
+        return f"{self.kind} {self.subject}: {self.choice}: {self.reason}{extra}"
 
 
 def _fmt(v: Any) -> str:
@@ -69,7 +71,7 @@ class Group:
 class FusionPlan:
     graph: torch.fx.GraphModule
     groups: list[Group]
-    decisions: list            # Decisions, then any ScheduleDecisions
+    decisions: list            # Decisions, then any MeasuredChoices
     policy: str
 
     def group_of(self) -> dict[torch.fx.Node, Group]:

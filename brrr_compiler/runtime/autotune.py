@@ -1,7 +1,7 @@
 """max-autotune: brrr measures candidate fusions and schedules where its cost model is
 unsure, and keeps the faster.
 
-Two kinds of measurement, both on inputs of the graph's own shapes, strides and dtypes
+Three kinds of measurement, all on inputs of the graph's own shapes, strides and dtypes
 (random values; an integer tensor stays inside the dims it indexes: script_inputs.py),
 timed by autotune_timing.py and kept on disk by autotune_cache.py:
 
@@ -9,6 +9,9 @@ timed by autotune_timing.py and kept on disk by autotune_cache.py:
   merge the model is unsure of. The kernels of each side are lowered and printed as the
   final ones would be, built in one translation unit and run in order, each reading what
   the earlier kernels of its side stored; their other inputs are random tensors.
+- finished plans: `time_plans` times whole graphs, each plan's kernels run by its
+  runner (the driver's autotune_plan.py compares the plan the measurements made with the
+  policy's own).
 - thread counts: `choose_threads` (autotune_threads.py) times each kernel whose parallel
   loop can fork also with fewer threads and keeps the fastest.
 
@@ -28,14 +31,15 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from brrr_compiler.codegen import cpp
 from brrr_compiler.cost.measured import Measurement
+from brrr_compiler.log import logger
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import group_of_members
 from brrr_compiler.runtime import autotune_cache
 from brrr_compiler.runtime.autotune_timing import median_seconds
 from brrr_compiler.runtime.build import BuildError, build_and_load, find_toolchain
-from brrr_compiler.runtime.kernels import compiled_kernel
-from brrr_compiler.runtime.runner import make_call
-from brrr_compiler.runtime.script_inputs import smallest_dim, tensor_spec
+from brrr_compiler.runtime.kernels import build_units, compiled_kernel
+from brrr_compiler.runtime.runner import build_runner, make_call
+from brrr_compiler.runtime.script_inputs import input_specs, smallest_dim, tensor_spec
 from brrr_compiler.runtime.script_main import random_input
 from brrr_compiler.symbolic import shape, strides
 
@@ -84,6 +88,9 @@ class Autotuner:
                        for side in sides.values() for k, _ in side}
         except NotImplementedError as err:
             return f"a candidate does not lower ({str(err).removeprefix('brrr: ')})"
+        except Exception as err:    # noqa: BLE001 - a measurement never fails a compile
+            logger.debug("autotune: lowering a candidate failed", exc_info=True)
+            return f"a candidate does not lower ({type(err).__name__}: {err})"
         if any(k.size_vars for side in sides.values() for k, _ in side):
             return SYMBOLIC
         codes = {name: [cpp.code_key(k, printed[k.name]) for k, _ in side]
@@ -123,7 +130,42 @@ class Autotuner:
                 for name, side in sides.items()}
         return self.timed(runs, one_thread=self.threads == 1)
 
-    # ---- shared by both kinds -------------------------------------------------------
+    # ---- finished plans ---------------------------------------------------------------
+
+    def time_plans(self, plans: dict) -> tuple[dict[str, float] | str, bool]:
+        """(median seconds per call of each finished plan as a whole graph, whether
+        cached); `plans`: {name: (FusionPlan, {group id: Kernel}, {group id: output
+        specs}, printed sources)}. Each plan's kernels are built as the final build
+        builds them and run by its runner on random inputs of the graph's inputs. A
+        string says why they could not be timed."""
+        codes = {name: [repr([[n.name for n in g.nodes] for g in plan.groups])]
+                 + [cpp.code_key(k, printed[k.name]) for k in kernels.values()]
+                 for name, (plan, kernels, _, printed) in plans.items()}
+        reads = [n.name for n in self.gm.graph.find_nodes(op="placeholder")
+                 if isinstance(n.meta.get("val"), torch.Tensor)]
+        return self.measured("plans", codes, reads, lambda: self._time_plans(plans))
+
+    def _time_plans(self, plans: dict) -> dict[str, float] | str:
+        runs = {}
+        for name, (plan, kernels, specs, printed) in plans.items():
+            units, libs = build_units(list(kernels.values()), self.cfg, self.threads, printed)
+            if any(lib is None for lib in libs):
+                return f"the {name} plan's kernels did not build"
+            lib_of = {k.name: lib for (members, _), lib in zip(units, libs) for k in members}
+            compiled = {gid: compiled_kernel(k, lib_of[k.name], k.name, gid, specs[gid])
+                        for gid, k in kernels.items()}
+            runs[name] = self._plan_run(plan, compiled)
+        # ATen calls run on torch's threads, which the calling thread's CPU time misses
+        return self.timed(runs, one_thread=self.threads == 1 and torch.get_num_threads() == 1)
+
+    def _plan_run(self, plan, compiled: dict):
+        def make():
+            inputs = [random_input(spec) for spec in input_specs(plan.graph.graph)]
+            runner = build_runner(plan, compiled)
+            return lambda: runner(list(inputs))
+        return make
+
+    # ---- shared by all kinds --------------------------------------------------------
 
     def measured(self, what: str, codes: dict, reads: list[str], measure):
         """({candidate: seconds}, whether cached): from the disk cache, else `measure()`

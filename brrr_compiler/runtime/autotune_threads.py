@@ -18,7 +18,7 @@ import dataclasses
 
 from brrr_compiler.codegen import cpp
 from brrr_compiler.kernel_ir import Kernel
-from brrr_compiler.partition import ScheduleDecision
+from brrr_compiler.partition import MeasuredChoice
 from brrr_compiler.report import fmt_time
 from brrr_compiler.runtime.kernels import build_units
 
@@ -34,8 +34,8 @@ def _label(n: int) -> str:
 
 def choose_threads(tuner, kernels: dict, outputs: dict, printed: dict) -> tuple[dict, list]:
     """(`printed` with each measured kernel's source for its fastest thread count, the
-    ScheduleDecisions). `kernels`: {group id: Kernel}; `outputs`: {group id: its output
-    nodes}; `tuner`: the graph's Autotuner (runtime/autotune.py)."""
+    MeasuredChoices of kind "schedule"). `kernels`: {group id: Kernel}; `outputs`:
+    {group id: its output nodes}; `tuner`: the graph's Autotuner (runtime/autotune.py)."""
     if tuner.why_not() is not None or tuner.threads <= 1:
         return printed, []
     choices = {}                # group id -> {label: (variant Kernel, its source)}
@@ -49,16 +49,16 @@ def choose_threads(tuner, kernels: dict, outputs: dict, printed: dict) -> tuple[
     for gid, (seconds, cached) in measured.items():
         k = kernels[gid]
         if isinstance(seconds, str):
-            decisions.append(ScheduleDecision(k.name, _label(tuner.threads),
-                                              f"not measured: {seconds}"))
+            decisions.append(MeasuredChoice("schedule", k.name, _label(tuner.threads),
+                                            f"not measured: {seconds}"))
             continue
         best = min(seconds, key=seconds.get)
         n = int(best.split()[0])
         if n != tuner.threads:
             printed[k.name] = cpp.kernel_source(k, n)
         times = " vs ".join(f"{label} {fmt_time(s)}" for label, s in seconds.items())
-        decisions.append(ScheduleDecision(
-            k.name, best, f"measured{', cached' if cached else ''}: {times}",
+        decisions.append(MeasuredChoice(
+            "schedule", k.name, best, f"measured{', cached' if cached else ''}: {times}",
             {f"measured_{label.split()[0]}t_us": round(s * 1e6, 3) for label, s in seconds.items()}
             | {"measured_cached": cached}))
     return printed, decisions

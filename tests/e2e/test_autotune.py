@@ -4,6 +4,9 @@ measurements chose; each measured decision says so; a second compile reads the
 measurements from the cache; the other modes measure nothing. No timing is asserted:
 which candidate wins depends on the machine."""
 import functools
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -11,7 +14,7 @@ import torch.nn.functional as F
 
 from brrr_compiler import explain
 from brrr_compiler.backend import brrr_backend
-from brrr_compiler.partition import Decision, ScheduleDecision
+from brrr_compiler.partition import Decision, MeasuredChoice
 from tests.helpers import check_against_eager
 
 # autotune_margin this large measures every merge the policy weighs
@@ -77,14 +80,14 @@ def test_thread_counts_are_measured_decisions(tmp_path):
     x = _x(512, 1024)      # past PARALLEL_MIN_NUMEL: the kernel's loop can fork
     graphs = check_against_eager(lambda t: (t * 2 + 1).relu(), x, grad=False, strict=True,
                                  options=dict(EVERY, cache_dir=str(tmp_path)))
-    (schedule,) = [d for d in _decisions(graphs) if isinstance(d, ScheduleDecision)]
-    assert schedule.kernel == graphs[0].kernels[0].name
+    (schedule,) = [d for d in _decisions(graphs) if isinstance(d, MeasuredChoice)]
+    assert schedule.subject == graphs[0].kernels[0].name
     assert schedule.choice in ("1 thread", "2 threads")
     assert schedule.reason.startswith("measured: 1 thread ") and " vs 2 threads " in schedule.reason
     assert {"measured_1t_us", "measured_2t_us"} <= set(schedule.metrics)
     chosen = "num_threads(1)" if schedule.choice == "1 thread" else "num_threads(2)"
     assert chosen in graphs[0].source
-    assert str(schedule).startswith(f"schedule {schedule.kernel}: {schedule.choice}: measured")
+    assert str(schedule).startswith(f"schedule {schedule.subject}: {schedule.choice}: measured")
 
 
 def test_a_second_compile_reads_the_measurements_from_the_cache(tmp_path):
@@ -107,7 +110,7 @@ def test_other_modes_measure_nothing(mode, tmp_path):
                      options={"mode": mode, "autotune_margin": 1e9, "cache_dir": str(tmp_path)})
     decisions = _decisions(report.graphs)
     assert decisions and not any("measured" in d.reason for d in decisions)
-    assert not any(isinstance(d, ScheduleDecision) for d in decisions)
+    assert not any(isinstance(d, MeasuredChoice) for d in decisions)
     assert not (tmp_path / "autotune").exists()
 
 
@@ -148,3 +151,23 @@ def test_measuring_leaves_the_random_stream_alone(tmp_path):
     after = torch.rand(3)
     torch.manual_seed(7)
     assert torch.equal(torch.rand(3), after)
+
+
+def test_the_fusion_artifact_and_the_plan_dump_show_measured_decisions(tmp_path):
+    """TORCH_LOGS=brrr_fusion (a fresh interpreter: torch reads it at import) and the
+    debug dump's fusion_plan.txt carry the measured decisions, thread counts included."""
+    script = ("import torch\n"
+              "def f(x, v):\n"
+              "    return (v.sin().exp().erf() * x).sum(-1)\n"
+              "x, v = torch.randn(512, 256), torch.randn(256)\n"
+              "torch.testing.assert_close(torch.compile(f, backend='brrr')(x, v), f(x, v))\n")
+    env = dict(os.environ, TORCH_LOGS="brrr_fusion", BRRR_MODE="max-autotune",
+               BRRR_AUTOTUNE_MARGIN="1e9", BRRR_NUM_THREADS="2",
+               BRRR_CACHE_DIR=str(tmp_path / "cache"), BRRR_DEBUG_DIR=str(tmp_path / "dumps"))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[__brrr_fusion]" in proc.stderr and ": measured: fused " in proc.stderr
+    (plan,) = (tmp_path / "dumps").glob("run_*/graph0_inference/fusion_plan.txt")
+    text = plan.read_text()
+    assert ": measured: fused " in text and "schedule k" in text and ": measured: 1 thread " in text
