@@ -51,14 +51,19 @@ def test_broadcast_blowup_matches_eager_and_says_measured(fusion, tmp_path):
     options = dict(EVERY, fusion=fusion, cache_dir=str(tmp_path))
     graphs = check_against_eager(broadcast_blowup, _x(64, 256), _x(256, grad=True),
                                  options=options, strict=True)
-    merges = [d for d in _measured(graphs) if isinstance(d, Decision)]
-    assert merges, "\n".join(map(str, _decisions(graphs)))
-    for d in merges:
+    measured = _measured(graphs)     # merges, or the plan choice that overruled them
+    assert measured, "\n".join(map(str, _decisions(graphs)))
+    for d in measured:
+        assert d.metrics["measured_cached"] is False, str(d)
+        if isinstance(d, MeasuredChoice):
+            assert d.kind in ("plan", "schedule"), str(d)
+            continue
         assert {"measured_fused_us", "measured_unfused_us", "unfused_us", "fused_us"} \
             <= set(d.metrics), str(d)
-        assert d.metrics["measured_cached"] is False
-        assert d.accepted == (d.metrics["measured_fused_us"] < d.metrics["measured_unfused_us"])
         assert " vs separate " in d.reason or " vs materialized " in d.reason, str(d)
+        if "a tie within" not in d.reason:
+            faster = d.metrics["measured_fused_us"] < d.metrics["measured_unfused_us"]
+            assert d.accepted == faster, str(d)
 
 
 def test_training_graphs_match_eager_with_gradients(tmp_path):
@@ -79,8 +84,11 @@ def test_masked_softmax_matches_eager(tmp_path):
 def test_thread_counts_are_measured_decisions(tmp_path):
     x = _x(512, 1024)      # past PARALLEL_MIN_NUMEL: the kernel's loop can fork
     graphs = check_against_eager(lambda t: (t * 2 + 1).relu(), x, grad=False, strict=True,
-                                 options=dict(EVERY, cache_dir=str(tmp_path)))
-    (schedule,) = [d for d in _decisions(graphs) if isinstance(d, MeasuredChoice)]
+                                 options={"mode": "max-autotune", "num_threads": 2,
+                                          "cache_dir": str(tmp_path)})
+    assert len(graphs[0].kernels) == 1      # the model backs fusing this chain: no merge timed
+    (schedule,) = [d for d in _decisions(graphs)
+                   if isinstance(d, MeasuredChoice) and d.kind == "schedule"]
     assert schedule.subject == graphs[0].kernels[0].name
     assert schedule.choice in ("1 thread", "2 threads")
     assert schedule.reason.startswith("measured: 1 thread ") and " vs 2 threads " in schedule.reason
@@ -101,7 +109,9 @@ def test_a_second_compile_reads_the_measurements_from_the_cache(tmp_path):
     key = lambda d: (str(type(d)), d.reason.replace(", cached", ""))   # noqa: E731
     assert sorted(map(key, again)) == sorted(map(key, first))
     records = list((tmp_path / "autotune").glob("*/*.json"))
-    assert len(records) == len(first), records
+    assert len(records) >= len(first), records
+    explain(broadcast_blowup, *args, options=options)
+    assert sorted((tmp_path / "autotune").glob("*/*.json")) == sorted(records)
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
