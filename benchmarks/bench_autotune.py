@@ -7,11 +7,13 @@ time of the two compiled functions (interleaved rounds, medians).
     python benchmarks/bench_autotune.py [--cases NAME,...] [--fusion greedy,cost]
                                         [--rounds R] [--threads 1,2] [--quick]
 
-Writes benchmarks/results/autotune.md.
+Writes benchmarks/results/autotune_runs.md and .json (results/autotune.md is the note
+that reads them).
 """
 from __future__ import annotations
 
 import functools
+import json
 import statistics
 import sys
 import tempfile
@@ -34,7 +36,7 @@ AUTOTUNE = "max-autotune-no-cudagraphs"
 
 
 def parse_args(argv=None):
-    p = harness.base_parser(__doc__, "autotune.md")
+    p = harness.base_parser(__doc__, "autotune_runs.md")
     p.add_argument("--cases", default=None, help="comma-separated kernel-suite case names "
                    "or cost-model workload names (default: a dozen)")
     p.add_argument("--fusion", default="greedy,cost", help="fusion policies (greedy,cost)")
@@ -98,7 +100,8 @@ def decisions_of(graphs, threads: int) -> dict:
             "plans": ", ".join("policy's" if "plan" in d.choice else "measured"
                                for d in plans) or "-",
             "examples": [str(d).split(" unfused_us=")[0].split(" measured_")[0]
-                         for d in merges + plans + schedules][:3]}
+                         for d in [m for m in merges if m.metrics.get("against_policy")]
+                         + plans + [c for c in schedules if c.choice != default]][:2]}
 
 
 def measure_case(name: str, fusion: str, threads: int, rounds: int) -> dict:
@@ -162,7 +165,9 @@ def render(args, rows: list[dict]) -> str:
              "thread count. `autotune / default` below 1: max-autotune's compiled "
              "function is faster. Where no decision went against the policy and no "
              "thread count changed, both compile the same kernels and the ratio is noise.",
-             "Some measured decisions:\n\n" + "\n".join(examples) if examples else ""]
+             "Measured decisions that changed something (went against the policy, chose "
+             "a finished plan, or moved a kernel off the default thread count), at most "
+             "two per row:\n\n" + "\n".join(examples) if examples else ""]
     return harness.report("max-autotune vs default", facts,
                           harness.markdown_table([table_row(r) for r in rows], COLUMNS),
                           [n for n in notes if n])
@@ -187,7 +192,8 @@ def main(argv=None) -> None:
                 rows.append(measure_case(name, fusion, threads, args.rounds))
                 print(f"[{time.perf_counter() - start:5.0f} s] {table_row(rows[-1])}",
                       file=sys.stderr, flush=True)
-    harness.publish(args.out, render(args, rows), args.results_dir)
+    path = harness.publish(args.out, render(args, rows), args.results_dir)
+    path.with_suffix(".json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ values from joining it later, and the graph ends with three kernels where the po
 made one. So when any measured merge went against the policy, the graph is partitioned
 once more by the policy alone, both finished plans are built and timed as whole graphs
 (runtime/autotune.py: the runner on random inputs of the graph's layouts), and the
-faster is kept. The choice is recorded as a MeasuredChoice of kind "plan" after the kept
+measured plan is kept only when it is faster by more than a tie (cost/measured.py's TIE). The choice is recorded as a MeasuredChoice of kind "plan" after the kept
 plan's decisions, naming the merges that went against the policy. Then each kernel of
 the kept plan has its thread count measured (runtime/autotune_threads.py).
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from brrr_compiler.cost.measured import TIE
 from brrr_compiler.partition import FusionPlan, MeasuredChoice
 from brrr_compiler.report import fmt_time
 from brrr_compiler.runtime.autotune_threads import choose_threads
@@ -56,7 +57,8 @@ def _faster_plan(tuner, name: str, measured: Planned, by_policy) -> Planned:
         measured.plan.decisions.append(MeasuredChoice(
             "plan", name, "the measured merges", f"not measured: {seconds}"))
         return measured
-    keep = policy if seconds["policy"] <= seconds["measured"] else measured
+    # as for a merge, the measurements must beat the policy by more than a tie
+    keep = measured if seconds["measured"] * TIE < seconds["policy"] else policy
     which = "the measured merges" if keep is measured else f"{measured.plan.policy}'s plan"
     keep.plan.decisions.append(MeasuredChoice(
         "plan", name, which,

@@ -48,7 +48,8 @@ def test_without_a_merge_against_the_policy_nothing_more_is_made():
 
 
 @pytest.mark.parametrize("measured_s, policy_s, kept", [(1e-3, 2e-3, "measured"),
-                                                        (2e-3, 1e-3, "policy")])
+                                                        (2e-3, 1e-3, "policy"),
+                                                        (1e-3, 1.02e-3, "policy")])   # a tie
 def test_the_faster_finished_plan_is_kept_and_says_why(measured_s, policy_s, kept):
     tuner = Tuner({"measured": measured_s, "policy": policy_s})
     measured, policy = _planned("greedy", _with_policy(), _against()), _planned("greedy")
