@@ -8,7 +8,8 @@ machine shared with other jobs a thread may wait for a core. So each kernel whos
 depends on the thread count (a loop that can fork; a kernel that never forks prints the
 same for any count and is left alone) is printed for 1 thread, for half the threads
 (with 4 or more) and for all of them, the variants are built side by side in one batch
-of translation units (runtime/kernels.py), and each kernel keeps its fastest variant.
+of translation units (runtime/kernels.py), and each kernel keeps its fastest variant
+(times within cost/measured.py's TIE of the default count's keep the default).
 Kernels that fold across rows keep per-thread partials, so their sums follow the
 chosen count (deterministic, as the fold_across_rows option says).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from brrr_compiler.codegen import cpp
+from brrr_compiler.cost.measured import TIE
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.partition import MeasuredChoice
 from brrr_compiler.report import fmt_time
@@ -52,7 +54,9 @@ def choose_threads(tuner, kernels: dict, outputs: dict, printed: dict) -> tuple[
             decisions.append(MeasuredChoice("schedule", k.name, _label(tuner.threads),
                                             f"not measured: {seconds}"))
             continue
-        best = min(seconds, key=seconds.get)
+        best, default = min(seconds, key=seconds.get), _label(tuner.threads)
+        if seconds.get(default, float("inf")) < TIE * seconds[best]:
+            best = default              # a tie keeps the default count
         n = int(best.split()[0])
         if n != tuner.threads:
             printed[k.name] = cpp.kernel_source(k, n)
