@@ -5,6 +5,7 @@ measurements from the cache; the other modes measure nothing. No timing is asser
 which candidate wins depends on the machine."""
 import functools
 import os
+import re
 import subprocess
 import sys
 
@@ -177,7 +178,9 @@ def test_the_fusion_artifact_and_the_plan_dump_show_measured_decisions(tmp_path)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "[__brrr_fusion]" in proc.stderr and ": measured: fused " in proc.stderr
+    # a measured merge, or the plan choice that kept the policy's plan over measured ones
+    merge_or_plan = re.compile(r"(-> \S+|plan graph0_inference: .*): measured: (fused|with) ")
+    assert "[__brrr_fusion]" in proc.stderr and merge_or_plan.search(proc.stderr)
     (plan,) = (tmp_path / "dumps").glob("run_*/graph0_inference/fusion_plan.txt")
     text = plan.read_text()
-    assert ": measured: fused " in text and "schedule k" in text and ": measured: 1 thread " in text
+    assert merge_or_plan.search(text) and "schedule k" in text and ": measured: 1 thread " in text
