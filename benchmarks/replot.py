@@ -5,7 +5,8 @@
 kernels.json -> kernels_speedup.png and kernels_bandwidth.png (the bandwidth plot takes
 the cases larger than the measuring machine's LLC: llc_bytes, else this machine's),
 models.json -> models_speedup.png,
-cost_model.json -> cost_model.png, compile.json -> compile_scaling.png. A suite whose
+cost_model.json -> cost_model.png, compile.json (or compile_scaling.json, a run of the
+scaling alone) -> compile_scaling.png. A suite whose
 JSON is missing is skipped with a line saying so. For a change to the plotting code, not
 to the numbers.
 """
@@ -49,7 +50,7 @@ def compile_scaling(raw: dict, directory: Path) -> list[str]:
 
 
 SUITES = {"kernels.json": kernels, "models.json": models, "cost_model.json": cost_model,
-          "compile.json": compile_scaling}
+          "compile.json": compile_scaling, "compile_scaling.json": compile_scaling}
 
 
 def main(argv=None) -> None:

@@ -17,18 +17,21 @@ import os
 import torch
 
 from brrr_compiler import passes
-from brrr_compiler import capture, debug
+from brrr_compiler import capture, debug, eager_strides
+from brrr_compiler.autotune_plan import Planned, tuned
 from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config, with_mode
-from brrr_compiler.cost import policy_from_option, resolve_device
+from brrr_compiler.cost import CostPolicy, policy_from_option, resolve_device
+from brrr_compiler.cost.measured import measured_where_unsure
 from brrr_compiler.graph_report import failed_graph_report, graph_report, op_name
 from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import partition
 from brrr_compiler.runtime import cache, script, toolchain, triton_launch
+from brrr_compiler.runtime.autotune import Autotuner
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.symbolic import shape, size_sources, strides
@@ -102,20 +105,31 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         gm = capture.protect_saved_mutated_inputs(gm)
         gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
     gm = passes.run_pipeline(gm, cfg.passes)
+    gm = eager_strides.follow_eager(gm)
     capture.report_output_strides(gm)
     dumps.write("aten_after.py", gm.code)
     target, device = choose_target(cfg, gm)
     # for the cost model; older versions kept the calibration in the cache dir
     machine = resolve_device(cfg.device, (cfg.calibration_dir, cfg.cache_dir), device)
-    plan = partition(gm, policy_from_option(cfg.fusion, machine), cfg.max_kernel_args,
-                     device=device,
-                     allow_across=(target == "cpp" and cfg.fold_across_rows))
-    dumps.write("fusion_plan.txt", lambda: str(plan))
     threads = cfg.num_threads or torch.get_num_threads()
-    not_run: dict = {}                  # group id -> why it runs through ATen
-    kernels, specs, printed = lower_plan(plan, target, threads, cfg.low_precision, not_run,
-                                         strict=cfg.strict,
-                                         verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
+    tuner = Autotuner(gm, cfg, threads, target) if cfg.autotunes() else None
+    pristine = capture.graph_copy(gm) if tuner is not None else None
+
+    def planned(graph, policy) -> Planned:
+        plan = partition(graph, policy, cfg.max_kernel_args, device=device,
+                         allow_across=(target == "cpp" and cfg.fold_across_rows))
+        not_run: dict = {}              # group id -> why it runs through ATen
+        lowered = lower_plan(plan, target, threads, cfg.low_precision, not_run,
+                             strict=cfg.strict,
+                             verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
+        return Planned(plan, *lowered, not_run)
+
+    found = planned(gm, fusion_policy(cfg, machine, tuner))
+    if tuner is not None:   # max-autotune: the finished plan and each kernel's threads timed
+        found = tuned(tuner, name, found,
+                      lambda: planned(pristine, policy_from_option(cfg.fusion, machine)))
+    plan, kernels, specs, printed, not_run = found
+    dumps.write("fusion_plan.txt", lambda: str(plan))
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
     else:
@@ -128,7 +142,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     if reference is not None:
         dumps.write(f"{name}.py", lambda: script.runnable(
             name, reference, plan.graph.graph, runner, kernels, printed, threads,
-            script.build_command(cfg)))
+            script.build_command(cfg) if target == "cpp" else None,
+            source if target == "triton" else None))
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
         ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
         report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,
@@ -140,6 +155,16 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         return run
     return triton_launch.cudagraphs(run, gm, compiled, asked=cfg.cudagraphs is True,
                                     strict=cfg.strict)
+
+
+def fusion_policy(cfg: Config, machine, tuner):
+    """The policy options["fusion"] names; under max-autotune (`tuner`), brrr's own
+    policies measure the merges the cost model is unsure of (cost/measured.py)."""
+    policy = policy_from_option(cfg.fusion, machine)
+    if tuner is None:
+        return policy
+    return measured_where_unsure(policy, CostPolicy(machine), tuner.measure_merge,
+                                 cfg.autotune_margin)
 
 
 def choose_target(cfg: Config, gm) -> tuple:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from brrr_compiler.config_checks import (
     OptionError, as_bool, as_byte_size, as_choice, as_count, as_fusion, as_device, as_passes,
-    as_path, as_program)
+    as_path, as_program, as_ratio)
 
 FUSION_POLICIES = ("cost", "greedy", "none")
 TARGETS = ("auto", "cpp", "triton")
@@ -24,6 +24,9 @@ LOW_PRECISION_MODES = ("eager", "float32")
 # torch.compile's modes (torch/__init__.py); what each does in brrr: README.md, Options
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")     # as in inductor
+AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")   # measure where unsure
+# cost/measured.py's note: one prediction misses its measurement by 1.32x at the median
+DEFAULT_AUTOTUNE_MARGIN = 1.3
 DEFAULT_CACHE_MAX_BYTES = 4 << 30
 
 
@@ -88,6 +91,9 @@ class Config:
     # and at least as accurate, but not eager's bits; inductor's default does the same
     # but also drops the program's own casts)
     low_precision: str = "float32"
+    # under AUTOTUNE_MODES: a merge whose predicted times before and after differ by less
+    # than this factor is measured (cost/measured.py); 1 measures none, a huge one all
+    autotune_margin: float = DEFAULT_AUTOTUNE_MARGIN
     # fold reductions of another order into row kernels (C++ target): a loss's full sum,
     # cross-entropy's mean over rows, LayerNorm's weight and bias gradients beside its
     # row sums, as per-thread partials added in thread order (so such sums depend on the
@@ -100,6 +106,10 @@ class Config:
     def wants_cudagraphs(self) -> bool:
         """CUDA graphs as asked for (option or BRRR_CUDAGRAPHS), else as the mode says."""
         return self.cudagraphs if self.cudagraphs is not None else self.mode in CUDAGRAPH_MODES
+
+    def autotunes(self) -> bool:
+        """Whether brrr measures candidates where its cost model is unsure (the mode)."""
+        return self.mode in AUTOTUNE_MODES
 
 
 def _choice(*choices):
@@ -126,6 +136,7 @@ _OPTIONS = {
     "verify_ir": (as_bool, "BRRR_VERIFY_IR"),
     "low_precision": (_choice(*LOW_PRECISION_MODES), "BRRR_LOW_PRECISION"),
     "fold_across_rows": (as_bool, "BRRR_FOLD_ACROSS_ROWS"),
+    "autotune_margin": (as_ratio, "BRRR_AUTOTUNE_MARGIN"),
 }
 _ENV = {env: key for key, (_, env) in _OPTIONS.items() if env}
 # options that may be None, meaning "the default's rule" (the comments in Config)

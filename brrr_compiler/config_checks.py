@@ -9,6 +9,7 @@ given and what is accepted.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 from typing import Any, Callable
@@ -46,22 +47,37 @@ def as_bool(value: Any, where: str, from_env: bool) -> bool:
     raise _bad(where, value, words)
 
 
+def _from_text(value: Any, where: str, from_env: bool, parse, expected: str) -> Any:
+    """`value`, or, from an environment variable, its text parsed by `parse`."""
+    if not from_env:
+        return value
+    try:
+        return parse(value.strip())
+    except ValueError:
+        raise _bad(where, value, expected) from None
+
+
 def as_count(minimum: int) -> Callable[[Any, str, bool], int]:
     """A check for an integer >= `minimum`."""
     def check(value: Any, where: str, from_env: bool) -> int:
         expected = f"an integer >= {minimum}"
-        number = value
-        if from_env:
-            try:
-                number = int(value.strip())
-            except ValueError:
-                raise _bad(where, value, expected) from None
-        elif isinstance(value, str):
+        number = _from_text(value, where, from_env, int, expected)
+        if not from_env and isinstance(value, str):
             raise _bad(where, value, expected + " (an int, not a str)")
         if isinstance(number, bool) or not isinstance(number, int) or number < minimum:
             raise _bad(where, value, expected)
         return number
     return check
+
+
+def as_ratio(value: Any, where: str, from_env: bool) -> float:
+    """A factor >= 1 (a finite number)."""
+    expected = "a number >= 1, such as 1.3"
+    number = _from_text(value, where, from_env, float, expected)
+    if isinstance(number, bool) or not isinstance(number, (int, float)) \
+            or not math.isfinite(number) or number < 1:
+        raise _bad(where, value, expected)
+    return float(number)
 
 
 def as_byte_size(value: Any, where: str, from_env: bool) -> int:

@@ -63,6 +63,9 @@ def test_cudagraphs_no_turns_them_off():
     ({"fusion": "gredy"}, ["'cost', 'greedy' or 'none'", "did you mean 'greedy'?"]),
     ({"target": "cuda"}, ["option target='cuda'", "'auto', 'cpp' or 'triton'"]),
     ({"low_precision": "float"}, ["'eager' or 'float32'", "did you mean 'float32'?"]),
+    ({"autotune_margin": 0.5}, ["option autotune_margin=0.5 (a float)", "a number >= 1"]),
+    ({"autotune_margin": "2"}, ["option autotune_margin='2'", "a number >= 1"]),
+    ({"autotune_margin": float("inf")}, ["option autotune_margin=inf", "a number >= 1"]),
     ({"mode": "max_autotune"}, ["option mode='max_autotune'", "did you mean 'max-autotune'?"]
      + [repr(m) for m in MODES]),
 ])
@@ -80,6 +83,7 @@ def test_bad_option_values_name_the_option_and_what_it_accepts(options, names):
     ("BRRR_MODE", "turbo", "'reduce-overhead'"),
     ("BRRR_LOW_PRECISION", "bf16", "'eager' or 'float32'"),
     ("BRRR_CACHE_DIR", "   ", "directory path"),
+    ("BRRR_AUTOTUNE_MARGIN", "wide", "a number >= 1"),
 ])
 def test_bad_variables_name_the_variable(var, text, expected):
     message = _error(environ={var: text})
@@ -92,15 +96,24 @@ def test_every_variable_is_read():
               "BRRR_DEBUG_DIR": "/d", "BRRR_CXX": "clang++", "BRRR_NUM_THREADS": " 3",
               "BRRR_TARGET": "cpp", "BRRR_MODE": "max-autotune", "BRRR_CUDAGRAPHS": "0",
               "BRRR_STRICT": "yes", "BRRR_CHECK_STRIDES": "true", "BRRR_LOW_PRECISION": "eager",
-              "BRRR_VERIFY_IR": "1", "BRRR_FOLD_ACROSS_ROWS": "0"}
+              "BRRR_VERIFY_IR": "1", "BRRR_FOLD_ACROSS_ROWS": "0",
+              "BRRR_AUTOTUNE_MARGIN": "2.5"}
     assert set(values) == set(_ENV)
     cfg = build_config(environ=values)
     assert (cfg.fusion, cfg.device, cfg.cache_dir, cfg.cache_max_bytes, cfg.calibration_dir,
             cfg.debug_dir, cfg.cxx, cfg.num_threads, cfg.target, cfg.mode, cfg.cudagraphs,
             cfg.strict, cfg.check_strides, cfg.low_precision, cfg.verify_ir,
-            cfg.fold_across_rows) == (
+            cfg.fold_across_rows, cfg.autotune_margin) == (
         "cost", "h100", "/c", 1 << 20, "/k", "/d", "clang++", 3, "cpp", "max-autotune", False,
-        True, True, "eager", True, False)
+        True, True, "eager", True, False, 2.5)
+
+
+@pytest.mark.parametrize("mode,measures", [("default", False), ("reduce-overhead", False),
+                                           ("max-autotune", True),
+                                           ("max-autotune-no-cudagraphs", True)])
+def test_only_the_autotune_modes_measure(mode, measures):
+    cfg = build_config({"mode": mode, "autotune_margin": 2}, {})
+    assert cfg.autotunes() is measures and cfg.autotune_margin == 2.0
 
 
 def test_options_win_over_variables_and_empty_variables_are_unset():

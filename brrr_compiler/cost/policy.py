@@ -115,19 +115,27 @@ class CostPolicy:
 
     def predict(self, c: MergeCandidate) -> tuple[list, list]:
         """(kernels before, kernels after) the merge or recompute, as Estimates."""
-        go, a = c.graph_outputs, set(c.producer)
-        if not c.recompute:
-            b = set(c.consumer)
-            before = [self.kernel(a, go), self.kernel(b, go)]
-            return before, [self.kernel(a | b, go, list(c.merged_outputs))]
-        readers = [set(r) for r in c.readers or (c.consumer,)]
-        union = set().union(*readers)
-        kept = [n for n in a if n in go or any(u not in a and u not in union for u in n.users)]
-        before = [self.kernel(a, go)] + [self.kernel(r, go) for r in readers]
-        after = [self.kernel(a, go, kept) if kept else None]
-        after += [self.kernel(r | set(c.recompute), go, legality.stored_nodes(r, go))
-                  for r in readers]
-        return before, after
+        go = c.graph_outputs
+        before, after = kernel_sides(c)
+        return ([self.kernel(m, go, o) for m, o in before],
+                [self.kernel(m, go, o) for m, o in after])
+
+
+def kernel_sides(c: MergeCandidate) -> tuple[list, list]:
+    """The kernels before and after the merge or recompute `c` would make, each as
+    (member nodes, nodes it stores), in the order they run; a kernel that would store
+    nothing is left out."""
+    go, a = c.graph_outputs, set(c.producer)
+    if not c.recompute:
+        b = set(c.consumer)
+        before = [(a, legality.stored_nodes(a, go)), (b, legality.stored_nodes(b, go))]
+        return before, [(a | b, list(c.merged_outputs))]
+    readers = [set(r) for r in c.readers or (c.consumer,)]
+    union = set().union(*readers)
+    kept = [n for n in a if n in go or any(u not in a and u not in union for u in n.users)]
+    before = [(m, legality.stored_nodes(m, go)) for m in [a, *readers]]
+    after = [(a, kept)] + [(r | set(c.recompute), legality.stored_nodes(r, go)) for r in readers]
+    return [s for s in before if s[1]], [s for s in after if s[1]]
 
 
 def _sum(kernels, attr: str) -> float:

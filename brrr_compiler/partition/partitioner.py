@@ -169,19 +169,25 @@ class _Walk:
         ordered = sorted(unique, key=lambda s: min(self.order[n] for n in s))
         out = []
         for i, members in enumerate(ordered):
-            nodes = sorted(members, key=self.order.__getitem__)
-            stored = sorted(legality.stored_nodes(members, self.graph_outputs),
-                            key=self.order.__getitem__)
-            if not stored:
-                continue
-            inputs = sorted(legality.external_inputs(members), key=self.order.__getitem__)
-            domain, across, columns = domains.split_domain(members)
-            if domain is None:
-                domain = (legality.shape_of(stored[0]), ())
-            out.append(Group(i, nodes, stored, inputs, *domain,
-                             across=tuple(n for n in nodes if n in across),
-                             columns=tuple(n for n in nodes if n in columns)))
+            stored = legality.stored_nodes(members, self.graph_outputs)
+            if stored:
+                out.append(group_of_members(i, members, stored, self.order))
         return out
+
+
+def group_of_members(gid: int, members, stored, order: dict) -> Group:
+    """The Group of kernel `gid` computing `members` and storing `stored` (nodes listed
+    in graph `order`): its inputs, its domain and the reductions it folds across rows or
+    columns (domains.py)."""
+    nodes = sorted(members, key=order.__getitem__)
+    stored = sorted(stored, key=order.__getitem__)
+    inputs = sorted(legality.external_inputs(set(members)), key=order.__getitem__)
+    domain, across, columns = domains.split_domain(set(members))
+    if domain is None:
+        domain = (legality.shape_of(stored[0]), ())
+    return Group(gid, nodes, stored, inputs, *domain,
+                 across=tuple(n for n in nodes if n in across),
+                 columns=tuple(n for n in nodes if n in columns))
 
 
 def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48,

@@ -22,6 +22,22 @@ class Decision:
         return f"{verdict} {self.producer} -> {self.consumer}: {self.reason}{extra}"
 
 
+@dataclass
+class MeasuredChoice:
+    """A choice mode="max-autotune" made by measurement, recorded beside the fusion
+    decisions: how one kernel runs (kind "schedule": its thread count), or which of two
+    finished plans a graph keeps (kind "plan")."""
+    kind: str                   # "schedule" or "plan"
+    subject: str                # the kernel's or the graph's name
+    choice: str                 # e.g. "1 thread"
+    reason: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        extra = "".join(f" {k}={_fmt(v)}" for k, v in self.metrics.items())
+        return f"{self.kind} {self.subject}: {self.choice}: {self.reason}{extra}"
+
+
 def _fmt(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
@@ -55,7 +71,7 @@ class Group:
 class FusionPlan:
     graph: torch.fx.GraphModule
     groups: list[Group]
-    decisions: list[Decision]
+    decisions: list            # Decisions, then any MeasuredChoices
     policy: str
 
     def group_of(self) -> dict[torch.fx.Node, Group]:

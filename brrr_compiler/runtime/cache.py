@@ -9,8 +9,8 @@ so a cache dir made by older versions (0755) stays safe to use. Any other direct
 one warning, and the process builds in a private temporary one instead (mkdtemp makes it
 0700; it is removed at exit).
 
-Note on eviction. An entry is the files of one key: `<key>.cpp`, `.so`, `.sha256`, or a
-Triton `<key>.py` and its bytecode. Its last use is its newest mtime (a cache hit touches
+Note on eviction. An entry is the files of one key: `<key>.cpp`, `.so`, `.sha256`, a
+Triton `<key>.py` and its bytecode, or a max-autotune measurement `autotune/<key>.json`. Its last use is its newest mtime (a cache hit touches
 it). When a build takes the cache past `max_bytes`, entries go, least recently used first,
 until it is under EVICT_TO of the cap (so that the next build does not walk the cache
 again). Entries used in the last KEEP_RECENT_S are kept even over the cap: another
@@ -36,9 +36,9 @@ from brrr_compiler.log import warn_once
 EVICT_TO = 0.9
 KEEP_RECENT_S = 60.0
 # what brrr writes into a cache directory; `clear` removes these and nothing else
-_ENTRY_FILE = re.compile(r"([0-9a-f]{64})\.(cpp|so|sha256|py|cpython-\d+\.pyc)")
+_ENTRY_FILE = re.compile(r"([0-9a-f]{64})\.(cpp|so|sha256|py|cpython-\d+\.pyc|json)")
 _OTHER_FILE = re.compile(r"toolchain-[0-9a-f]{16}\.json(\.\d+\.tmp)?|\..+\.\d+\.[0-9a-f]+\.tmp")
-_LAYOUT_DIR = re.compile(r"[0-9a-f]{2}|triton|__pycache__")
+_LAYOUT_DIR = re.compile(r"[0-9a-f]{2}|triton|autotune|__pycache__")
 
 _lock = threading.Lock()
 _usable: dict[str, str] = {}        # cache dir -> the directory this process uses for it
@@ -203,7 +203,7 @@ def clear(cache_dir: str) -> tuple[int, int]:
 
 def _walk(cache_dir: str):
     """(folder, file names) for `cache_dir` and its layout subfolders (`ab/`, `triton/`,
-    `__pycache__/`), top down, never entering folders brrr did not make or following
+    `autotune/`, `__pycache__/`), top down, never entering folders brrr did not make or following
     links out of the cache."""
     for root, dirs, files in os.walk(cache_dir):
         dirs[:] = [d for d in dirs if _LAYOUT_DIR.fullmatch(d)]

@@ -28,7 +28,7 @@ from brrr_compiler.runtime.runner import CompiledKernel, bind
 UNIT_MIN_LINES = 60     # lines of kernel source a unit needs to be worth its own process
 
 
-def _compiled(kernel: Kernel, lib, symbol: str, group_id: int, out_specs) -> CompiledKernel:
+def compiled_kernel(kernel: Kernel, lib, symbol: str, group_id: int, out_specs) -> CompiledKernel:
     """`kernel` bound to `symbol` in `lib` (its own name, or an earlier kernel's of the same
     code)."""
     fn = bind(lib, symbol, len(kernel.buffers), len(kernel.size_vars))
@@ -56,12 +56,10 @@ def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, n
     keys = {k.name: reuse.key(k, printed[k.name], toolchain, cfg.cache_dir)
             for k in kernels.values()}
     earlier = reuse.find(keys)
-    compiled = {gid: _compiled(k, *earlier[k.name], gid, out_specs[gid])
+    compiled = {gid: compiled_kernel(k, *earlier[k.name], gid, out_specs[gid])
                 for gid, k in kernels.items() if k.name in earlier}
     fresh = [k for k in kernels.values() if k.name not in earlier]
-    units = translation_units(fresh, num_threads, printed, _cores(), UNIT_MIN_LINES) if fresh else []
-    with ThreadPoolExecutor(max(len(units), 1), thread_name_prefix="brrr-build") as pool:
-        libs = list(pool.map(lambda unit: _try_build(unit[1], cfg), units))
+    units, libs = build_units(fresh, cfg, num_threads, printed)
     group_of = {k.name: gid for gid, k in kernels.items()}
     for (members, _), lib in zip(units, libs):
         for k in members:
@@ -71,12 +69,21 @@ def build_kernels(kernels: dict[int, Kernel], out_specs: dict[int, list], cfg, n
     return compiled, _joined([source for _, source in units], earlier)
 
 
+def build_units(kernels: list[Kernel], cfg, num_threads: int, printed: dict[str, str]):
+    """([(kernels, source)] per translation unit, [its library, or None where it failed
+    to build]): the units built side by side (the module note)."""
+    units = translation_units(kernels, num_threads, printed, _cores(), UNIT_MIN_LINES) \
+        if kernels else []
+    with ThreadPoolExecutor(max(len(units), 1), thread_name_prefix="brrr-build") as pool:
+        return units, list(pool.map(lambda unit: _try_build(unit[1], cfg), units))
+
+
 def _bind(k: Kernel, lib, gid: int, out_specs, key: str) -> dict:
     """{gid: CompiledKernel} for `k` in `lib`, remembered for reuse; {} without a library."""
     if lib is None:
         return {}
     reuse.remember(key, lib, k.name)
-    return {gid: _compiled(k, lib, k.name, gid, out_specs)}
+    return {gid: compiled_kernel(k, lib, k.name, gid, out_specs)}
 
 
 def _try_build(source: str, cfg):

@@ -38,15 +38,12 @@ def hint(x) -> int:
 def input_specs(graph: torch.fx.Graph) -> list:
     """Per placeholder: (shape, stride, storage offset, dtype, device[, high]) for a
     tensor (high: integer values are drawn from [0, high)), or an int for a size."""
-    fallback = _smallest_dim(graph)
+    fallback = smallest_dim(graph)
     specs = []
     for node in graph.find_nodes(op="placeholder"):
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
-            spec = (tuple(hint(s) for s in val.shape), tuple(hint(s) for s in val.stride()),
-                    hint(val.storage_offset()), val.dtype, str(val.device))
-            integer = not (val.dtype.is_floating_point or val.dtype.is_complex or val.dtype == torch.bool)
-            specs.append(spec + (_index_high(node, fallback),) if integer else spec)
+            specs.append(tensor_spec(node, fallback))
         elif isinstance(val, (int, torch.SymInt)) and not isinstance(val, bool):
             specs.append(hint(val))
         else:
@@ -54,7 +51,18 @@ def input_specs(graph: torch.fx.Graph) -> list:
     return specs
 
 
-def _smallest_dim(graph: torch.fx.Graph) -> int:
+def tensor_spec(node: torch.fx.Node, fallback: int) -> tuple:
+    """(shape, stride, storage offset, dtype, device[, high]) of the tensor `node`
+    computes; `fallback`: the bound of an integer tensor that indexes nothing known
+    (smallest_dim)."""
+    val = node.meta["val"]
+    spec = (tuple(hint(s) for s in val.shape), tuple(hint(s) for s in val.stride()),
+            hint(val.storage_offset()), val.dtype, str(val.device))
+    integer = not (val.dtype.is_floating_point or val.dtype.is_complex or val.dtype == torch.bool)
+    return spec + (_index_high(node, fallback),) if integer else spec
+
+
+def smallest_dim(graph: torch.fx.Graph) -> int:
     dims = [hint(d) for n in graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)
             for d in n.meta["val"].shape]
     return max(1, min([d for d in dims if d > 0], default=1))

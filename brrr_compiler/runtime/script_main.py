@@ -146,13 +146,15 @@ def compare(actual, expected) -> tuple[bool, str]:
     return True, f"{len(actual)} tensors agree (max abs difference {worst:.2e})"
 
 
-def _median_s(fns: dict, make_args, rounds: int) -> tuple[dict, int]:
+def _median_s(fns: dict, make_args, rounds: int, sync) -> tuple[dict, int]:
     """Median seconds per call of each of `fns`, alternating within every round; each
-    call gets fresh copies of the inputs (made before the round's clock starts)."""
+    call gets fresh copies of the inputs (made before the round's clock starts); `sync()`
+    waits for the device before the clock stops."""
     nbytes = sum(t.untyped_storage().nbytes() for t in _tensors(make_args()))
     start = time.perf_counter()
     for fn in fns.values():
         fn(make_args())
+    sync()
     calls = int(ROUND_S * len(fns) / max(time.perf_counter() - start, 1e-9))
     calls = max(1, min(1000, calls, COPIES_BYTES // max(nbytes, 1)))
     per_round = {name: [] for name in fns}
@@ -162,20 +164,28 @@ def _median_s(fns: dict, make_args, rounds: int) -> tuple[dict, int]:
             start = time.perf_counter()
             for a in args:
                 fn(a)
+            sync()
             per_round[name].append((time.perf_counter() - start) / calls)
     return {name: statistics.median(t) for name, t in per_round.items()}, calls
 
 
-def run(name: str, module, runner, bind, source, command, specs, argv=None) -> int:
-    """Build, check brrr's runner against the ATen graph `module`, time both. Exit code:
-    0 they agree, 1 they differ, 2 the kernels cannot be built here."""
+def cpp_kernels(source: str, command: list[str]):
+    """The `load` of a C++ dump: `folder` -> the library `source` builds into there."""
+    return lambda folder: build(source, command, folder) if source else None
+
+
+def run(name: str, module, runner, bind, load, specs, argv=None, untimed: str = "") -> int:
+    """Build the kernels (`load(folder)`, which `bind` turns into the runner's kernel
+    calls), check brrr's runner against the ATen graph `module`, time both (unless
+    `untimed` says why not). Exit code: 0 they agree, 1 they differ, 2 the kernels
+    cannot be built or run here."""
     parser = argparse.ArgumentParser(prog=f"python {name}.py", description=(
         f"Rebuild {name}'s kernels, check brrr's runner against the ATen graph, time both."))
     parser.add_argument("--rounds", type=int, default=15, help="timing rounds (0: no timing)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix=f"brrr-{name}-") as folder:
         try:
-            kernels = bind(build(source, command, folder)) if source else {}
+            kernels = bind(load(folder))
         except BuildFailed as err:
             print(f"{name}: {err}", file=sys.stderr)
             return 2
@@ -191,8 +201,12 @@ def run(name: str, module, runner, bind, source, command, specs, argv=None) -> i
         ok, summary = compare(after["brrr"], after["ATen"])
         print(f"{name}: {'match' if ok else 'MISMATCH'}: brrr's runner against the ATen "
               f"graph, outputs and inputs after the call: {summary}")
-        if args.rounds > 0:
-            times, calls = _median_s(fns, lambda: [copy_input(t) for t in inputs], args.rounds)
+        cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+        if args.rounds > 0 and untimed:
+            print(f"{name}: not timed: {untimed}")
+        elif args.rounds > 0:
+            times, calls = _median_s(fns, lambda: [copy_input(t) for t in inputs], args.rounds,
+                                     torch.cuda.synchronize if cuda else (lambda: None))
             print(f"{name}: ATen graph {times['ATen'] * 1e6:.1f} us, brrr {times['brrr'] * 1e6:.1f} "
                   f"us per call: {times['ATen'] / times['brrr']:.2f}x (median of {args.rounds} "
                   f"interleaved rounds of {calls} calls)")

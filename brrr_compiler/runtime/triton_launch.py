@@ -33,6 +33,7 @@ from brrr_compiler.log import fallback, logger
 from brrr_compiler.runtime import cache
 from brrr_compiler.runtime.build import _write_atomic
 from brrr_compiler.runtime.runner import CompiledKernel
+from brrr_compiler.runtime.triton_libdevice import interpreting
 
 _modules: dict[str, object] = {}
 WARMUP_SIZE = 17          # a size argument's value for the build-time compile
@@ -47,15 +48,6 @@ def available() -> bool:
     except Exception:            # not installed, or broken (a missing driver, ...)
         return False
     return True
-
-
-def interpreting() -> bool:
-    """Does Triton run kernels through its CPU interpreter (TRITON_INTERPRET=1)?"""
-    try:
-        from triton import knobs
-        return bool(knobs.runtime.interpret)
-    except (ImportError, AttributeError):       # Triton < 3.4 reads the variable directly
-        return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def sm_count(device) -> int:

@@ -7,17 +7,25 @@ lacks. Compiled for a GPU that is `triton.language.extra.libdevice`; Triton's in
 semantics (a torch function) of the scalar op whose Triton form calls it (scalar_ops.py:
 a row's `libdevice`), applied to the interpreter's numpy arrays. The interpreter runs
 kernels as plain Python, so a plain function that maps tensor to tensor is all it needs.
+
+A runnable dump of a Triton graph (script.py) carries this module verbatim beside the
+kernels, so it imports brrr only where it must: the interpreter's shim reads brrr's
+scalar-op table (a dump run under the interpreter needs brrr importable; on a GPU it
+needs torch and triton alone).
 """
 from __future__ import annotations
 
+import os
 import types
 
-from brrr_compiler import scalar_ops
 
-
-def _interpreting() -> bool:
-    from brrr_compiler.runtime.triton_launch import interpreting
-    return interpreting()
+def interpreting() -> bool:
+    """Does Triton run kernels through its CPU interpreter (TRITON_INTERPRET=1)?"""
+    try:
+        from triton import knobs
+        return bool(knobs.runtime.interpret)
+    except (ImportError, AttributeError):       # Triton < 3.4 reads the variable directly
+        return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def _reference_libdevice() -> types.SimpleNamespace:
@@ -37,6 +45,8 @@ def _reference_libdevice() -> types.SimpleNamespace:
             return tl.tensor(TensorHandle(out, scalar), ty)
         return fn
 
+    from brrr_compiler import scalar_ops      # here only: the module note says why
+
     table = scalar_ops.libdevice_functions()
     return types.SimpleNamespace(**{name: wrap(row.ref) for name, row in table.items()})
 
@@ -46,7 +56,7 @@ _reference: list = []
 
 def current():
     """The libdevice for the mode Triton is in now (generated modules bind it at import)."""
-    if not _interpreting():
+    if not interpreting():
         from triton.language.extra import libdevice as real
         return real
     if not _reference:

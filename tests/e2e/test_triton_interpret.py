@@ -226,6 +226,19 @@ def test_dynamic_shapes(interpreter):
     torch._dynamo.reset()
 
 
+def test_max_autotune_never_times_interpreted_kernels(interpreter):
+    """Under max-autotune the merges the model is unsure of stay the model's choice
+    on the Triton target, and each says why it was not measured."""
+    def fn(v, y):
+        return v.sin().exp() * y
+    graphs = check_against_eager(fn, _randn(16), _randn(4, 16), options=dict(
+        TRITON, mode="max-autotune", autotune_margin=1e9))
+    decisions = [d for g in graphs for d in g.decisions if not d.reason.startswith("illegal")]
+    assert decisions and all("not measured: Triton kernels are not measured" in d.reason
+                             for d in decisions), "\n".join(map(str, decisions))
+    assert all(d.accepted for d in decisions)            # greedy's verdicts stand
+
+
 def test_target_triton_without_the_interpreter_uses_cpp(monkeypatch):
     monkeypatch.setattr(brrr_log, "_warned", set())     # the warning is once per process
     monkeypatch.setattr(triton_launch, "interpreting", lambda: False)

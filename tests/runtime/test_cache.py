@@ -172,6 +172,25 @@ def test_info_and_clear_touch_only_what_brrr_wrote(tmp_path):
     assert cache.info(str(tmp_path), 0).entries == 0
 
 
+def test_autotune_measurements_are_entries_info_and_clear_count(tmp_path):
+    """max-autotune's records (runtime/autotune_cache.py) read back, count as cache
+    entries and go with `brrr cache clear`."""
+    from brrr_compiler.runtime import autotune_cache
+    key = autotune_cache.key("merge", {"before": ["a", "b"], "after": ["ab"]},
+                             [((4, 8), (8, 1), 0, "torch.float32", "cpu")], 2, "toolchain")
+    assert autotune_cache.lookup(str(tmp_path), key) is None
+    autotune_cache.store(str(tmp_path), key, {"before": 2e-6, "after": 1e-6})
+    assert autotune_cache.lookup(str(tmp_path), key) == {"before": 2e-6, "after": 1e-6}
+    other = autotune_cache.key("merge", {"before": ["a", "b"], "after": ["ab"]}, [], 1,
+                               "toolchain")
+    assert other != key and autotune_cache.lookup(str(tmp_path), other) is None
+    path = tmp_path / "autotune" / key[:2] / f"{key}.json"
+    assert cache.info(str(tmp_path), 0).entries == 1
+    path.write_text("{not json")                    # a spoilt record is measured again
+    assert autotune_cache.lookup(str(tmp_path), key) is None
+    assert cache.clear(str(tmp_path))[0] == 1 and not path.exists()
+
+
 def test_info_reports_an_untrusted_dir(tmp_path):
     os.chmod(tmp_path, 0o777)
     assert "writable by group and others" in cache.info(str(tmp_path), 0).problem
