@@ -17,7 +17,7 @@ import os
 import torch
 
 from brrr_compiler import passes
-from brrr_compiler import capture, debug
+from brrr_compiler import capture, debug, eager_strides
 from brrr_compiler.capture import aot_backend
 from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen import triton as triton_printer
@@ -102,6 +102,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
         gm = capture.protect_saved_mutated_inputs(gm)
         gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
     gm = passes.run_pipeline(gm, cfg.passes)
+    gm = eager_strides.follow_eager(gm)
     capture.report_output_strides(gm)
     dumps.write("aten_after.py", gm.code)
     target, device = choose_target(cfg, gm)
