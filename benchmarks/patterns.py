@@ -119,11 +119,17 @@ class Pattern:
                 "reference=f_exact)\n    print(\"matches eager\")\n")
 
     def reference_source(self) -> str:
-        """f with every cast to a lower precision made a float64 one: the exact math."""
-        src = self.function_source().replace(".float()", ".double()")
-        for dt in ("float32", "bfloat16", "float16"):
-            src = src.replace(f"torch.{dt}", "torch.float64")
-        return src
+        """f with every cast to a lower precision made a float64 one: the exact math. A
+        cast that made a copy in f but returns its operand itself in float64 (float16 to
+        float32) copies there too, so an in-place update of its result stays off its
+        operand, as in f."""
+        lines = [_exact(line) for line in self.lines]
+        aliased_in_f = _aliasing_lines(self.inputs, self.lines, exact=False)
+        aliased_here = _aliasing_lines(self.inputs, lines, exact=True)
+        for i in aliased_here - aliased_in_f:
+            name, expr = lines[i].split(" = ", 1)
+            lines[i] = f"{name} = ({expr}).clone()"
+        return _exact(dataclasses.replace(self, lines=lines).function_source())
 
     def build_reference(self):
         env = {"torch": torch, "F": F}
@@ -225,6 +231,34 @@ class Builder:
 
     def fresh_name(self) -> str:
         return f"v{len(self.lines)}"
+
+
+def _exact(src: str) -> str:
+    src = src.replace(".float()", ".double()")
+    for dt in ("float32", "bfloat16", "float16"):
+        src = src.replace(f"torch.{dt}", "torch.float64")
+    return src
+
+
+def _aliasing_lines(inputs: list, lines: list, exact: bool) -> set:
+    """Indices of the `name = ...` lines whose result is a value the function already
+    had (a cast to the dtype it has), run on meta tensors (float64 ones if `exact`)."""
+    env = {"torch": torch, "F": F}
+    for spec in inputs:
+        floating = spec.dtype in FLOAT_DTYPES
+        env[spec.name] = _layout_meta(dataclasses.replace(spec, dtype="float64")
+                                      if exact and floating else spec)
+    aliasing = set()
+    for i, line in enumerate(lines):
+        before = {id(v) for v in env.values() if isinstance(v, torch.Tensor)}
+        try:
+            exec(line, env)  # noqa: S102
+        except Exception:  # noqa: BLE001  (float64 rejects it: the reference will too)
+            break
+        name = line.split(" = ", 1)[0] if " = " in line else None
+        if name and name.isidentifier() and id(env[name]) in before:
+            aliasing.add(i)
+    return aliasing
 
 
 def _layout_meta(spec: InputSpec) -> torch.Tensor:

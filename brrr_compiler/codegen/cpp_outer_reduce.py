@@ -9,8 +9,14 @@ MAX_TILE columns, and the tile arrays within MAX_TILE_BYTES): each row then read
 contiguous runs, which the hardware prefetcher streams, rather than 1 KB pieces 16 KB
 apart. Too few columns for a TILE per thread (a bias gradient's 256 on 2 threads) get
 narrower tiles, down to MIN_TILE, so that no thread idles. Per-row values of the kernel
-(scalar phases, reduction results) become arrays over the tile. Rows are folded in
-chunks as in the row schedule.
+(scalar phases, reduction results) become arrays over the tile.
+
+A float32 sum folds rows in blocks of BLOCK_ROWS, as the row kernel's column folds do: a
+column adds at most BLOCK_ROWS values in float, then each block's total goes into a
+double (cpp_accumulators.total_ctype). Its rounding error then grows with the block, not
+with the column's length: a plain float sum of 1024 rows erred 4x eager's (whose sums
+are cascaded) on a bias gradient. Other folds (max, min, sums in double) take blocks of
+CHUNK rows, as before.
 
 Each row of a tile is a piece of at most a few KB on pages of its own (the next row's
 piece is a whole row further on), where the hardware prefetcher starts afresh. So the
@@ -25,6 +31,7 @@ import sympy
 from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
 from brrr_compiler.codegen.cpp_prefetch import LINE_BYTES, prefetch_loop
 from brrr_compiler.codegen.cpp_accumulators import init_value, update
+from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.kernel_ir import Phase, Stmt
 from brrr_compiler.lower.loops import linear_coeff
@@ -89,8 +96,9 @@ class OuterReductionPrinter(ReductionPrinter):
                     body.append(f"cn_{s.out}[b] |= ({s.args[0]} != {s.args[0]});")
             else:
                 body.append(self._stmt(s))
-        lines = [f"{indent}for (int64_t cb = 0; cb < n_red; cb += {CHUNK}) {{",
-                 f"{indent}  const int64_t ce = brrr_min_i64(cb + {CHUNK}, n_red);"]
+        rows = BLOCK_ROWS if any(self.acc.total_ctype(r) == "double" for r in reds) else CHUNK
+        lines = [f"{indent}for (int64_t cb = 0; cb < n_red; cb += {rows}) {{",
+                 f"{indent}  const int64_t ce = brrr_min_i64(cb + {rows}, n_red);"]
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
         lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
@@ -137,7 +145,7 @@ class OuterReductionPrinter(ReductionPrinter):
         ct = self.ctype[r.dtype]
         if r.value in ("max", "min"):
             return f"{r.out}[b] = nan_{r.out}[b] ? ({ct})__builtin_nan(\"\") : acc_{r.out}[b];"
-        return f"{r.out}[b] = acc_{r.out}[b];"
+        return f"{r.out}[b] = ({ct})acc_{r.out}[b];"
 
     def _arrays(self, indent: str) -> list[str]:
         lines = []
@@ -149,8 +157,9 @@ class OuterReductionPrinter(ReductionPrinter):
                 t = self.tile
                 lines.append(f"{indent}{ct} {s.out}[{t}];")
                 if s.op == "reduce":
-                    init = init_value(s.value, ct, s.dtype)
-                    lines += [f"{indent}{ct} acc_{s.out}[{t}], c_{s.out}[{t}];",
+                    at = self.acc.total_ctype(s) or ct
+                    init = init_value(s.value, at, s.dtype)
+                    lines += [f"{indent}{at} acc_{s.out}[{t}];", f"{indent}{ct} c_{s.out}[{t}];",
                               f"{indent}for (int64_t b = 0; b < {t}; ++b) acc_{s.out}[b] = {init};"]
                     if s.value in ("max", "min"):
                         lines += [f"{indent}int nan_{s.out}[{t}] = {{0}}, cn_{s.out}[{t}];"]

@@ -8,6 +8,12 @@ in a looped kernel, a for-loop over RBLOCK-wide chunks updating [XBLOCK, RBLOCK]
 accumulators lane by lane (`acc = tl.where(xrmask, combine(acc, x), acc)`), folded along
 axis 1 after the loop. Results are [XBLOCK, 1], visible to later phases.
 
+A float sum over more than RSTEPS chunks adds its lanes in blocks: an inner loop of at most
+RSTEPS chunks into `blk_` accumulators, each block's lanes then added into `acc_`. A lane
+of a column sum (RBLOCK = 16 rows) over 64K rows otherwise added 4096 values in a row in
+float32, its rounding error growing with the column; in blocks, with RSTEPS plus the
+number of blocks (the C++ schedules keep their blocks' totals in double instead).
+
 max/min keep a NaN flag beside the value (a max of floats drops NaN; torch propagates it).
 argmax/argmin fold (value, index) pairs with a combine function that prefers the first
 NaN, then the extreme with the smallest index, as eager does; masked lanes carry the
@@ -23,6 +29,7 @@ from brrr_compiler.codegen.triton_schedule import Schedule
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
 LOSING_INDEX = "4611686018427387904"     # 2**62: any real index wins a tie against it
+RSTEPS = 64                              # chunks a float sum's lane adds per block
 
 
 def fold(kind: str, x: str) -> str:
@@ -53,6 +60,7 @@ def _extreme(kind: str, dtype: torch.dtype) -> str:
 class ReductionPrinter:
     def __init__(self, k: Kernel, s: Schedule):
         self.k, self.s = k, s
+        self.blocked: set[str] = set()       # the loop phase's sums added in blocks
         groups = {**{v: "x" for v in k.loop_vars}, **{v: "r" for v in k.reduction_vars}}
         self.body = Body(k, groups)
         self.dtypes = self.body.dtypes
@@ -98,13 +106,13 @@ class ReductionPrinter:
 
     # ---- looped: accumulators over RBLOCK-wide chunks ---------------------------------
 
-    def init(self, r: Stmt) -> list[str]:
+    def init(self, r: Stmt, acc: str = "acc_") -> list[str]:
         kind, (_, dt), out = self._kind(r), self._value(r), r.out
         shape = "[XBLOCK, RBLOCK]"
         if kind in ("any", "all"):
             return [f"acc_{out} = tl.full({shape}, {0 if kind == 'any' else 1}, tl.int1)"]
         fill = {"sum": "0", "prod": "1"}.get(kind) or _extreme(kind, dt)
-        lines = [f"acc_{out} = tl.full({shape}, {fill}, {reg(dt)})"]
+        lines = [f"{acc}{out} = tl.full({shape}, {fill}, {reg(dt)})"]
         if _is_arg(kind):
             lines.append(f"acci_{out} = tl.full({shape}, {LOSING_INDEX}, tl.int64)")
         elif kind in ("max", "min") and dt.is_floating_point:
@@ -112,7 +120,8 @@ class ReductionPrinter:
         return lines
 
     def update(self, r: Stmt) -> list[str]:
-        kind, (x, dt), acc = self._kind(r), self._value(r), f"acc_{r.out}"
+        kind, (x, dt) = self._kind(r), self._value(r)
+        acc = f"{'blk' if r.out in self.blocked else 'acc'}_{r.out}"
         if _is_arg(kind):
             t, ti, idx = f"t_{r.out}", f"ti_{r.out}", r.args[1]
             return [f"{t}, {ti} = _brrr_{kind}({acc}, acci_{r.out}, {x}, {idx})",
@@ -160,12 +169,29 @@ class ReductionPrinter:
         if self.s.kind == "persistent":
             return self._stmts(p.body, self.persistent)
         reds = [st for st in p.body if st.op == "reduce"]
+        self.blocked = {r.out for r in reds if self._in_blocks(r)}
         lines = [ln for r in reds for ln in self.init(r)]
         inner = self._r_lines("roffset + rbase") + self._stmts(p.body, self.update)
-        lines += ["for roffset in range(0, rnumel, RBLOCK):"] + ["    " + ln for ln in inner]
+        if not self.blocked:
+            lines += ["for roffset in range(0, rnumel, RBLOCK):"] + ["    " + ln for ln in inner]
+        else:
+            blocked = [r for r in reds if r.out in self.blocked]
+            lines += [f"for rblock in range(0, rnumel, RBLOCK * {RSTEPS}):"]
+            lines += ["    " + ln for r in blocked for ln in self.init(r, "blk_")]
+            lines += [f"    rend = tl.minimum(rblock + RBLOCK * {RSTEPS}, rnumel)",
+                      "    for roffset in range(rblock, rend, RBLOCK):"]
+            lines += ["        " + ln for ln in inner]
+            lines += [f"    acc_{r.out} = acc_{r.out} + blk_{r.out}" for r in blocked]
         for r in reds:
             lines += self.final(r)
         return lines
+
+    def _in_blocks(self, r: Stmt) -> bool:
+        """A float sum whose loop may run more than RSTEPS chunks (module note)."""
+        if self._kind(r) != "sum" or not self._value(r)[1].is_floating_point:
+            return False
+        n = sympy.sympify(_product(self.k.reduction_ranges))
+        return not (n.is_Integer and int(n) <= RSTEPS * self.s.rblock)
 
     def lines(self) -> list[str]:
         k, s = self.k, self.s

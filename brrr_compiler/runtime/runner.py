@@ -197,7 +197,7 @@ def build_runner(plan, compiled: dict[int, CompiledKernel],
         return n not in grouped
 
     found: list = []
-    read = _read_by_kernels(plan, compiled, grouped) if check else set()
+    read = _assumed_layouts(plan, compiled, grouped) if check else set()
     expect = checker(found, {n.name: spec_of(n.meta["val"]) for n in read}) if check else None
     for kind, key in units:
         if kind == "node":
@@ -217,15 +217,20 @@ def build_runner(plan, compiled: dict[int, CompiledKernel],
     return runner
 
 
-def _read_by_kernels(plan, compiled, grouped) -> set:
-    """The tensors whose real layout the kernels assume: the graph's inputs and the
-    ATen-made values a kernel reads, each taken at the root of its chain of static views
-    (the runner builds such a view from its root with the view's FakeTensor strides)."""
+def _assumed_layouts(plan, compiled, grouped) -> set:
+    """The tensors whose real layout the runner assumes: the graph's inputs, the ATen-made
+    values a kernel reads, and the roots of the views it builds, each taken at the root
+    of its chain of static views (the runner builds such a view from its root with the
+    view's FakeTensor strides: an ATen op whose real strides are not its FakeTensor's
+    would give a view of the wrong elements)."""
     read = {n for n in plan.graph.graph.nodes if n.op == "placeholder"}
     for g in plan.groups:
         if g.id in compiled:
             read |= {a for n in g.nodes for a in n.all_input_nodes if a not in grouped}
-    return {r for r in map(_view_root, read) if spec_of(r.meta.get("val")) is not None}
+    read |= {n for n in plan.graph.graph.nodes
+             if n not in grouped and as_reinterpret(n, lambda v: v not in grouped) is not None}
+    return {r for r in map(_view_root, read)
+            if r not in grouped and spec_of(r.meta.get("val")) is not None}
 
 
 def _view_root(node):

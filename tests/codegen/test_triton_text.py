@@ -15,6 +15,7 @@ from brrr_compiler.backend import choose_target
 from brrr_compiler.capture import decomposition_table
 from brrr_compiler.codegen import cpp, triton_body, triton_schedule
 from brrr_compiler.codegen import triton as tr
+from brrr_compiler.codegen.triton_reduce import RSTEPS
 from brrr_compiler.config import build_config
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import GreedyPolicy, partition
@@ -131,6 +132,22 @@ def test_long_rows_loop_over_reduction_blocks():
 def test_column_sum_tiles_columns():
     src = _source(lambda x: x.sum(0), torch.randn(100, 256))
     FileCheck().check("#   schedule: looped, XBLOCK=64, RBLOCK=16").run(src)
+    assert "for rblock" not in src            # 7 chunks: one loop, no blocks
+
+
+def test_long_float_sums_add_their_lanes_in_blocks():
+    """More than RSTEPS chunks: each lane adds a block of chunks into blk_, then the
+    block into acc_ (triton_reduce's note); a max needs no blocks."""
+    src = _source(lambda x: (x.sum(0), x.amax(0)), torch.randn(4096, 64))
+    (FileCheck().check("acc_v1 = tl.full([XBLOCK, RBLOCK], 0, tl.float32)")
+     .check(f"for rblock in range(0, rnumel, RBLOCK * {RSTEPS}):")
+     .check("blk_v1 = tl.full([XBLOCK, RBLOCK], 0, tl.float32)")
+     .check(f"rend = tl.minimum(rblock + RBLOCK * {RSTEPS}, rnumel)")
+     .check("for roffset in range(rblock, rend, RBLOCK):")
+     .check("blk_v1 = tl.where(xrmask, blk_v1 + v0, blk_v1)")
+     .check("acc_v2 = tl.where(xrmask, tl.maximum(acc_v2, v0), acc_v2)")
+     .check("acc_v1 = acc_v1 + blk_v1").check("v1 = tl.reduce(acc_v1, 1, _brrr_sum)").run(src))
+    assert "blk_v2" not in src
 
 
 def test_argmax_folds_value_index_pairs():

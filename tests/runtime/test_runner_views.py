@@ -80,3 +80,18 @@ def test_kernel_reads_views_of_a_matmul_through_its_root():
     code = _runner(check_against_eager(f, x, w), "forward")
     assert "brrr_reinterpret(mm" not in code, code     # the kernels take mm itself
     FileCheck().check("mm = torch.ops.aten.mm.default").check("_mul_add(mm, mm,").run(code)
+
+
+def test_a_view_of_an_aten_result_whose_real_strides_differ_from_its_fake():
+    """fmax runs through ATen; here its FakeTensor is contiguous where eager's output is
+    transposed (torch's reference and TensorIterator break a size-1 dim's tie apart), so
+    the reshape was traced as a view. The checking runner copies the result into the
+    layout the view was built for before reinterpreting it."""
+    def f(a, b):
+        return torch.fmax(a, b).reshape(-1)
+
+    a = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    b = torch.empty_strided((1, 1, 4), (1, 4, 1)).copy_(torch.randn(1, 1, 4))
+    meta = [torch.empty_strided(t.shape, t.stride(), device="meta") for t in (a, b)]
+    assert torch.fmax(*meta).stride() != torch.fmax(a, b).stride(), "the test would not tell"
+    check_against_eager(f, a, b, grad=False, allow_fallback=True, strict=True)

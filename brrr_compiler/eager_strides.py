@@ -1,0 +1,120 @@
+"""The strides of pointwise ops' outputs made the ones eager's kernels give them.
+
+Note on the layouts. brrr allocates each value a kernel computes with the strides of the
+node's FakeTensor and builds views from them (runtime/reinterpret.py), so those strides
+must be eager's. For pointwise ops FakeTensor runs torch's Python references, which lay
+outputs out by rules of their own: they upcast float16/bfloat16 inputs into dense
+float32 copies first (`a.expand(5, 17, 17) + b.transpose(1, 2)` is transposed in eager,
+contiguous to FakeTensor in bfloat16), and they keep strides in size-1 dims that eager's
+TensorIterator normalizes, or the other way round. A size-1 dim's stride then decides
+a later op's layout (TensorIterator breaks ties between dims by comparing strides of
+every dim): an output of shape (4, 3, 8, 1) came out (24, 1, 3, 3), eager's (24, 8, 1, 1).
+So each pointwise op of the op table that eager runs through TensorIterator gets the
+strides ti_strides.py computes as TensorIterator does; where they differ from its
+FakeTensor's, the node gets a FakeTensor with them, and every node that reads a value
+whose strides changed is traced again. Symbolic sizes and empty outputs keep
+FakeTensor's strides.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.fx.node import map_arg
+
+from brrr_compiler import ops
+from brrr_compiler.ti_strides import output_strides
+
+aten = torch.ops.aten
+
+# pointwise ops of the op table whose eager kernels are not one TensorIterator over their
+# arguments in schema order (a copy keeping its input's strides; a Scalar base or
+# dividend wrapped as the first operand of another op)
+NOT_TENSOR_ITERATOR = {aten.clone.default, torch.ops.prims.convert_element_type.default,
+                       aten.pow.Scalar, aten.rsub.Scalar}
+
+
+def follow_eager(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`gm` with its pointwise nodes' FakeTensors restrided as eager lays them out, and
+    the nodes reading them traced again (module note)."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    from torch._guards import detect_fake_mode
+    mode = detect_fake_mode([n.meta.get("val") for n in gm.graph.nodes])
+    if mode is None:
+        return gm
+    changed: set = set()
+    with mode:
+        for n in nodes:
+            if any(a in changed for a in n.all_input_nodes) and _retrace(n):
+                changed.add(n)
+            if _restride(n):
+                changed.add(n)
+    return gm
+
+
+def operands(target, args: tuple, kwargs: dict) -> tuple[list, list] | None:
+    """TensorIterator's inputs for a call of `target` (FakeTensors, or numbers, which eager
+    wraps as 0-dim tensors), in its order, and whether each joins the type promotion; None
+    for an op that is not a TensorIterator pointwise op of the op table."""
+    if ops.info(target).kind is not ops.Kind.POINTWISE or target in NOT_TENSOR_ITERATOR \
+            or torch.Tag.pointwise not in target.tags:
+        return None
+    values, promoted = [], []
+    for i, a in enumerate(target._schema.arguments):
+        v = args[i] if i < len(args) else kwargs.get(a.name, a.default_value)
+        tensor_slot = "Tensor" in str(a.type) and "[]" not in str(a.type)
+        if (tensor_slot and v is not None) or (a.name == "other" and isinstance(v, (int, float))):
+            values.append(v)
+            promoted.append(not (target is aten.where.self and a.name == "condition"))
+    return values, promoted
+
+
+def _restride(n: torch.fx.Node) -> bool:
+    """Give `n` the strides eager's TensorIterator gives its output; True if they differ
+    from its FakeTensor's."""
+    val = n.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not isinstance(n.target, torch._ops.OpOverload):
+        return False
+    args, kwargs = map_arg((n.args, n.kwargs), lambda a: a.meta.get("val"))
+    found = operands(n.target, args, kwargs)
+    if found is None or not all(_static(v) for v in [val, *found[0]]) or val.numel() == 0:
+        return False            # an empty output's strides are never stepped along
+    stride = output_strides(found[0], val.device, found[1])
+    if tuple(val.stride()) == stride:
+        return False
+    n.meta["val"] = torch.empty_strided(val.shape, stride, dtype=val.dtype, device=val.device)
+    return True
+
+
+def _static(v) -> bool:
+    if not isinstance(v, torch.Tensor):
+        return isinstance(v, (int, float, bool))
+    return all(isinstance(x, int) for x in (*v.shape, *v.stride()))
+
+
+def _retrace(n: torch.fx.Node) -> bool:
+    """Trace `n` again from its inputs' FakeTensors; keep the new value (True) when its
+    strides differ, or when it is a view (of storage that is new)."""
+    old = n.meta.get("val")
+    args, kwargs = map_arg((n.args, n.kwargs), lambda a: a.meta.get("val"))
+    new = n.target(*args, **kwargs)
+    if not _is_view(n) and _same_values(old, new):
+        return False
+    n.meta["val"] = new
+    return True
+
+
+def _same_values(a, b) -> bool:
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(
+            statically_known_true(x == y) for x, y in zip((*a.shape, *a.stride()),
+                                                          (*b.shape, *b.stride())))
+    return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor)
+
+
+def _is_view(n: torch.fx.Node) -> bool:
+    return n.target is operator.getitem or (
+        isinstance(n.target, torch._ops.OpOverload) and n.target.is_view)

@@ -1,0 +1,112 @@
+"""brrr_compiler/eager_strides.py: pointwise ops get the strides eager's kernels give
+them, where FakeTensor's Python references lay them out otherwise (they upcast
+float16/bfloat16 inputs into dense copies first, and keep or drop size-1 dims' strides
+by rules of their own, which a later op's layout can turn on)."""
+import pytest
+import torch
+
+from brrr_compiler.eager_strides import follow_eager
+from tests.helpers import aten_graph, check_against_eager
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+def _dtype_id(dt) -> str:
+    return str(dt).removeprefix("torch.")
+
+
+def _step_sliced_and_expanded(dtype):
+    g = torch.Generator().manual_seed(48)
+    a = torch.randn(4, 1, 2, generator=g).to(dtype)[..., 1::2]     # strides (2, 2, 2)
+    b = torch.randn(1, 1, 1, generator=g).to(dtype).expand(1, 3, 1)
+    return a, b
+
+
+def minimum_of_sliced_sum(a, b):
+    # the sum's size-1 dims get eager's strides, and the minimum breaks its ties by them
+    return torch.minimum(a + a[..., ::2], b) + -1.0
+
+
+def broadcast_plus_transposed(a, b):
+    return (a.expand(5, 17, 17) + b.transpose(1, 2)).transpose(0, 1) * 2
+
+
+def _broadcast_and_transposed(dtype):
+    g = torch.Generator().manual_seed(1)
+    return (torch.randn(1, 17, 1, generator=g).to(dtype),
+            torch.randn(5, 17, 17, generator=g).to(dtype))
+
+
+def divide_by_a_sliced_abs(a, b):
+    # abs of a step-sliced (4, 3, 1, 1): eager's strides are contiguous, FakeTensor keeps
+    # the slice's 2 in the last dim, and the division then breaks its ties by it
+    return b / (a[..., ::2].abs() + 1)
+
+
+def _four_dims(dtype):
+    g = torch.Generator().manual_seed(1920)
+    return (torch.randn(4, 3, 1, 1, generator=g).to(dtype),
+            torch.randn(4, 1, 8, 1, generator=g).to(dtype))
+
+
+CASES = {
+    "minimum_of_sliced_sum": (minimum_of_sliced_sum, _step_sliced_and_expanded),
+    "broadcast_plus_transposed": (broadcast_plus_transposed, _broadcast_and_transposed),
+    "divide_by_a_sliced_abs": (divide_by_a_sliced_abs, _four_dims),
+}
+
+
+class _RealStrides(torch.fx.Interpreter):
+    """Each node's strides when the graph runs on real tensors (eager's kernels)."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.strides = {}
+
+    def run_node(self, n):
+        out = super().run_node(n)
+        if n.op == "call_function" and isinstance(out, torch.Tensor):
+            self.strides[n.name] = out.stride()
+        return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_node_has_eagers_strides(name, dtype):
+    fn, make = CASES[name]
+    args = make(dtype)
+    gm = follow_eager(aten_graph(fn, *args))
+    real = _RealStrides(gm)
+    real.run(*args)
+    fake = {n.name: n.meta["val"].stride() for n in gm.graph.nodes
+            if isinstance(n.meta.get("val"), torch.Tensor)}
+    assert real.strides and {k: fake[k] for k in real.strides} == real.strides
+
+
+def test_fake_tensors_with_eagers_strides_are_kept():
+    gm = aten_graph(lambda x, y: (x * y + 1).sin().t() * 2, torch.randn(4, 5), torch.randn(5))
+    before = {n.name: n.meta.get("val") for n in gm.graph.nodes}
+    follow_eager(gm)
+    assert all(n.meta.get("val") is before[n.name] for n in gm.graph.nodes)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("name", list(CASES))
+def test_outputs_have_eagers_strides(name, dtype):
+    fn, make = CASES[name]
+    check_against_eager(fn, *make(dtype), grad=False, strict=True)
+
+
+def amin_gradient_through_a_transpose(x):
+    # the backward's ATen calls build a transposed view of a sum whose bfloat16 strides
+    # FakeTensor got wrong: the gradient went to the wrong elements
+    v = x + -1.0
+    t = v.mT
+    return (t * 2 - v).amin(2), t.sum()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+def test_gradient_through_views_of_low_precision_values(dtype):
+    x = torch.randn(5, 17, 17, generator=torch.Generator().manual_seed(655)).to(dtype)
+    check_against_eager(amin_gradient_through_a_transpose, x.requires_grad_(), strict=True,
+                        allow_fallback=True, reference=True)
