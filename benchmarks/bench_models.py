@@ -13,7 +13,8 @@ function first); its first call is timed (compile time = first call less one ste
 checked against eager (outputs; training: the loss and every parameter's gradient).
 Backends are then timed round-robin, one call or step per round, median over rounds;
 a few profiled steps per backend attribute time to GEMM, convolution and attention
-library calls (library_time.py), giving the time outside them; peak memory comes from
+library calls, the optimizer and the rest (library_time.py), giving the time outside
+library calls; peak memory comes from
 torch.profiler's allocator events (harness.peak_memory). Writes
 benchmarks/results/models.md, models.json, models_speedup.png and models_outside.png.
 """
@@ -131,20 +132,18 @@ def measure(case, mode: str, backends: list[str], rounds: int, profile_rounds: i
     runs = {b: s.run for b, s in steps.items()}
     per_round = harness.interleaved(runs, (), rounds=rounds, iters=1)
     times = {b: statistics.median(ts) for b, ts in per_round.items()}
-    optimizer = {b: statistics.median(s.optimizer_times) if s.optimizer_times else 0.0
-                 for b, s in steps.items()}
     samples = {b: [] for b in steps}
     for _ in range(profile_rounds):
         for b, s in steps.items():
             samples[b].append(library_time.profile_step(s.run))
     breakdown = {b: library_time.median_breakdown(v) for b, v in samples.items()}
     library = {b: library_time.library_seconds(v) for b, v in breakdown.items()}
-    outside = {b: times[b] - optimizer[b] - library[b] for b in steps}
+    outside = {b: library_time.outside(v) for b, v in breakdown.items()}
     peaks = {b: harness.peak_memory(s.run, before=s.before) for b, s in steps.items()}
     compile_s = {b: max(0.0, s.first_s - times[b]) for b, s in steps.items() if b != "eager"}
     del steps, runs
     gc.collect()
-    return {"batch": batch, "times": times, "optimizer_s": optimizer, "library": library,
+    return {"batch": batch, "times": times, "library": library,
             "outside": outside, "breakdown": breakdown, "errors": errors, "peaks": peaks,
             "compile_s": compile_s, "status": status, "rounds": rounds}
 
@@ -165,9 +164,10 @@ def render(args, results: dict, notes: list[str], facts: dict) -> str:
         "## Step time (ms, median)\n\n" + _table(report.time_rows(results, backends)),
         "## Geometric means\n\n" + _table(report.summary_rows(results, backends, CONV_NETS)),
         "## Time outside library calls (ms; share of the step)\n\n"
-        "Step time less the time inside GEMM, convolution and attention library calls "
-        "(torch.profiler) and, in training, less the eager AdamW step. This is the part a "
-        "fusion backend owns.\n\n" + _table(report.outside_rows(results, backends)),
+        "A profiled step's time less its time inside GEMM, convolution and attention "
+        "library calls and, in training, the eager AdamW step: medians over the profiled "
+        "steps (library_time.py). This is the part a fusion backend owns. The library "
+        "column is eager's, for scale.\n\n" + _table(report.outside_rows(results, backends)),
         "## Compile time (s: first call less one step; cold caches, warm process)\n\n"
         + _table(report.compile_rows(results, backends)),
         "## Peak memory and error against eager\n\n"
@@ -234,6 +234,8 @@ def _read_json(args) -> tuple[dict, dict]:
     raw = json.loads(_json_path(args).read_text())
     args.backends = raw["backends"]
     results = {(r.pop("model"), r.pop("mode")): r for r in raw["results"]}
+    for r in results.values():              # as this version attributes it
+        r["outside"] = {b: library_time.outside(v) for b, v in r["breakdown"].items()}
     args.models = list(dict.fromkeys(m for m, _ in results))
     return results, raw.get("facts", {})
 

@@ -12,9 +12,12 @@ backend), then other ATen calls (outermost `aten::` events), then the rest of th
 the backend's own runner, Dynamo's guards; Inductor's generated C++ kernels record no
 profiler events, so for Inductor they fall here too). Overlaps count once.
 
-The suite takes a step's time outside library calls as its unprofiled median step time
-less the median library time of a few profiled steps: the profiler adds a little to every
-op it records, and most of what it records lies outside the library.
+The time outside library calls is a profiled step's time less its library calls and its
+optimizer step (`outside`), both from the same profiled steps (medians per category), so
+that preemption on a loaded machine, which stretches one step and not another, does not
+set one step's library time against another's length. The profiler's own cost lands
+outside the library: about a microsecond per recorded op, and brrr records an event per
+kernel that Inductor's kernels do not.
 """
 
 from __future__ import annotations
@@ -130,3 +133,8 @@ def median_breakdown(samples: list[dict[str, float]]) -> dict[str, float]:
 
 def library_seconds(b: dict[str, float]) -> float:
     return sum(b[k] for k in LIBRARY)
+
+
+def outside(b: dict[str, float]) -> float:
+    """A profiled step's seconds outside library calls and the (eager) optimizer step."""
+    return b["step"] - library_seconds(b) - b.get("optimizer", 0.0)

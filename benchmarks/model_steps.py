@@ -7,16 +7,15 @@ against eager by the caller.
 - training: `model.train()`; one step is zero_grad, loss = compiled(model + loss)(batch),
   loss.backward(), optimizer.step(). The model and its loss are compiled together
   (models.WithLoss); the optimizer (torch.optim.AdamW, default implementation) stays eager
-  for every backend. The step times its optimizer call apart (`Step.optimizer_times`), so
-  that the time outside library calls can leave it out: it is the same eager code for
-  every backend, none of a compiler's business.
+  for every backend (the time outside library calls leaves it out: the same eager code
+  for every backend is none of a compiler's business).
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -37,7 +36,6 @@ class Step:
     first: object
     first_s: float
     before: Callable | None = None
-    optimizer_times: list = field(default_factory=list)
 
 
 def compile_module(module, backend: str):
@@ -73,19 +71,14 @@ def training_step(case, base_model, inputs, target, backend: str) -> Step:
     first_s = time.perf_counter() - start
     first = (loss.detach(), [p.grad.detach().clone() for p in params])
     opt.step()
-    step = Step(None, first, first_s, before=lambda: opt.zero_grad(set_to_none=True))
-
     def run():
         opt.zero_grad(set_to_none=True)
         loss = compiled(inputs, target)
         loss.backward()
-        t = time.perf_counter()
         opt.step()
-        step.optimizer_times.append(time.perf_counter() - t)
         return loss
 
-    step.run = run
-    return step
+    return Step(run, first, first_s, before=lambda: opt.zero_grad(set_to_none=True))
 
 
 def build_step(case, mode: str, base_model, inputs, target, backend: str) -> Step:

@@ -40,59 +40,57 @@ def _compiled(backends: list[str]) -> list[str]:
 
 # ---- tables -------------------------------------------------------------------------------
 
+def _rows(results: dict, cells) -> list[dict]:
+    """One row per (model, mode): its label, then `cells(result)`."""
+    return [{**_label(model, mode), **cells(r)} for (model, mode), r in results.items()]
+
+
 def time_rows(results: dict, backends: list[str]) -> list[dict]:
-    rows = []
-    for (model, mode), r in results.items():
+    def cells(r):
         t = r["times"]
-        row = {**_label(model, mode), "batch": r["batch"]}
-        for b in backends:
-            row[f"{b} ms"] = _ms(t[b]) if b in t else r["status"].get(b, "not run")
-        for b in _compiled(backends):
-            row[f"{b} vs eager"] = _x(_ratio(t, "eager", b))
-        row["brrr vs inductor"] = _x(_ratio(t, "inductor", "brrr"))
-        rows.append(row)
-    return rows
+        row = {"batch": r["batch"]}
+        row.update({f"{b} ms": _ms(t[b]) if b in t else r["status"].get(b, "not run")
+                    for b in backends})
+        row.update({f"{b} vs eager": _x(_ratio(t, "eager", b)) for b in _compiled(backends)})
+        return {**row, "brrr vs inductor": _x(_ratio(t, "inductor", "brrr"))}
+    return _rows(results, cells)
+
+
+def _outside_cell(out: float | None, step: float | None) -> str:
+    if out is None or not step:
+        return "n/a"
+    if out < 0:
+        return f"{out * 1e3:.2f} (noise)"
+    return f"{out * 1e3:.2f} ({out / step:.0%})"
 
 
 def outside_rows(results: dict, backends: list[str]) -> list[dict]:
-    rows = []
-    for (model, mode), r in results.items():
-        row = _label(model, mode)
+    def cells(r):
         lib = r["library"].get("eager", r["library"].get("brrr"))
-        row["library ms (eager)"] = _ms(lib)
-        for b in backends:
-            out, step = r["outside"].get(b), r["times"].get(b)
-            row[f"{b} outside ms"] = (
-                "n/a" if out is None or not step else
-                f"{out * 1e3:.2f} (noise: library time > step)" if out < 0 else
-                f"{out * 1e3:.2f} ({out / step:.0%})")
-        row["brrr / inductor"] = _x(_ratio(r["outside"], "brrr", "inductor"))
-        rows.append(row)
-    return rows
+        row = {"library ms (eager)": _ms(lib)}
+        row.update({f"{b} outside ms": _outside_cell(r["outside"].get(b),
+                                                     r["breakdown"].get(b, {}).get("step"))
+                    for b in backends})
+        return {**row, "brrr / inductor": _x(_ratio(r["outside"], "brrr", "inductor"))}
+    return _rows(results, cells)
 
 
 def compile_rows(results: dict, backends: list[str]) -> list[dict]:
-    rows = []
-    for (model, mode), r in results.items():
-        row = _label(model, mode)
-        for b in _compiled(backends):
-            c = r["compile_s"].get(b)
-            row[f"{b} s"] = f"{c:.1f}" if c is not None else "n/a"
-        row["brrr / inductor"] = _x(_ratio(r["compile_s"], "brrr", "inductor"))
-        rows.append(row)
-    return rows
+    def cells(r):
+        c = r["compile_s"]
+        row = {f"{b} s": f"{c[b]:.1f}" if b in c else "n/a" for b in _compiled(backends)}
+        return {**row, "brrr / inductor": _x(_ratio(c, "brrr", "inductor"))}
+    return _rows(results, cells)
 
 
 def memory_rows(results: dict, backends: list[str]) -> list[dict]:
-    rows = []
-    for (model, mode), r in results.items():
-        row = _label(model, mode)
-        for b in backends:
-            row[f"{b} peak MB"] = f"{r['peaks'][b] / 1e6:.1f}" if b in r["peaks"] else "n/a"
-        for b in _compiled(backends):
-            row[f"{b} max err"] = f"{r['errors'][b]:.1e}" if b in r["errors"] else "n/a"
-        rows.append(row)
-    return rows
+    def cells(r):
+        row = {f"{b} peak MB": f"{r['peaks'][b] / 1e6:.1f}" if b in r["peaks"] else "n/a"
+               for b in backends}
+        row.update({f"{b} max err": f"{r['errors'][b]:.1e}" if b in r["errors"] else "n/a"
+                    for b in _compiled(backends)})
+        return row
+    return _rows(results, cells)
 
 
 def _geo(results, num, den, keep=lambda model, mode: True) -> float | None:

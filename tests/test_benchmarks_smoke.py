@@ -193,6 +193,21 @@ def test_brrr_bench_finds_the_checkout():
     assert (args.suite, args.quick) == ("kernels", True)
 
 
+def test_brrr_bench_models_passes_its_choices_to_the_suite():
+    from brrr_compiler.cli import _suite_options, build_parser
+
+    args = build_parser().parse_args(["bench", "models", "--models", "gpt2,resnet", "--modes",
+                                      "training", "--rounds", "3", "--tiny"])
+    assert _suite_options(args) == (["--models", "gpt2,resnet", "--modes", "training",
+                                     "--tiny", "--rounds", "3"], None)
+    wrong = build_parser().parse_args(["bench", "compile", "--modes", "training"])
+    assert _suite_options(wrong) == ([], "--modes applies to `brrr bench models`, not "
+                                         "`brrr bench compile`")
+    run_all = _bench_module("run_all")
+    parsed = run_all.parse_args(["models", "--", "--models", "gpt2", "--tiny"])
+    assert (parsed.suite, parsed.extra) == ("models", ["--models", "gpt2", "--tiny"])
+
+
 # ---- plots: drawn from tiny synthetic results, read back through matplotlib's objects ------
 
 def _drawn(draw, *args, **kwargs):
