@@ -19,7 +19,8 @@ graph a user of that library hands to torch.compile.
 
 Every dropout is 0 and no KV cache is kept (use_cache=False): a compiled step must match
 eager's, and an inference call returns only logits. `tiny=True` shrinks every size (one
-or two layers, width 32, 8-16 tokens or 32x32 images) for the smoke test.
+layer or one block per stage, width 32 or 8-16 channels, 16 tokens, images at half
+size) for the smoke test.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ def _gpt2(tiny: bool) -> nn.Module:
     s = _lm_sizes(tiny)
     cfg = transformers_module().GPT2Config(
         vocab_size=s["vocab"], n_positions=256, n_embd=s["width"], n_layer=s["layers"],
-        n_head=4, bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-        attn_implementation="sdpa")
+        n_head=4, bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0, use_cache=False, attn_implementation="sdpa")
     return Logits(transformers_module().GPT2LMHeadModel(cfg), "input_ids")
 
 

@@ -6,7 +6,7 @@ against eager by the caller.
   `model.eval()` under `torch.no_grad()`, the compiled model called on the batch.
 - training: `model.train()`; one step is zero_grad, loss = compiled(model + loss)(batch),
   loss.backward(), optimizer.step(). The model and its loss are compiled together
-  (models.WithLoss); the optimizer (torch.optim.AdamW, default implementation) stays eager
+  (model_case.WithLoss); the optimizer (torch.optim.AdamW, default implementation) stays eager
   for every backend (the time outside library calls leaves it out: the same eager code
   for every backend is none of a compiler's business).
 """
