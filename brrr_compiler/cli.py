@@ -138,9 +138,10 @@ def _run_bench(args: argparse.Namespace, reexec: bool) -> int:
     if wrong:
         print(f"brrr bench: {wrong}", file=sys.stderr)
         return 2
-    cmd = [sys.executable, str(where / "run_all.py"), args.suite] + (["--quick"] if args.quick else [])
-    return subprocess.call(cmd + (["--", *passed] if passed else []),
-                           cwd=where.parent)          # each suite sets the malloc env itself
+    # the suite right before its passed-on options: argparse takes positionals in one run
+    cmd = [sys.executable, str(where / "run_all.py"), *(["--quick"] if args.quick else []),
+           args.suite, *(["--", *passed] if passed else [])]
+    return subprocess.call(cmd, cwd=where.parent)     # each suite sets the malloc env itself
 
 
 # option -> the suites that take it (the models suite's own choices, and the rounds and

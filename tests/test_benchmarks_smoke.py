@@ -204,8 +204,9 @@ def test_brrr_bench_models_passes_its_choices_to_the_suite():
     assert _suite_options(wrong) == ([], "--modes applies to `brrr bench models`, not "
                                          "`brrr bench compile`")
     run_all = _bench_module("run_all")
-    parsed = run_all.parse_args(["models", "--", "--models", "gpt2", "--tiny"])
-    assert (parsed.suite, parsed.extra) == ("models", ["--models", "gpt2", "--tiny"])
+    parsed = run_all.parse_args(["--quick", "models", "--", "--models", "gpt2", "--tiny"])
+    assert (parsed.quick, parsed.suite, parsed.extra) == (True, "models",
+                                                          ["--models", "gpt2", "--tiny"])
 
 
 # ---- plots: drawn from tiny synthetic results, read back through matplotlib's objects ------
