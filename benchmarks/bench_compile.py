@@ -2,7 +2,7 @@
 model, and brrr's compile time as the graph grows.
 
     python benchmarks/bench_compile.py [--quick] [--workloads bias_gelu,...]
-                                       [--models gpt:training,...] [--backends ...]
+                                       [--models gpt2:training,...] [--backends ...]
                                        [--scaling 1,2,4,8,16,32,64] [--repeats R]
 
 Cold: a new python process with new, empty BRRR_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR.
@@ -38,7 +38,7 @@ from compile_scaling import plot_scaling, scaling, scaling_section
 
 CHILD_TIMEOUT_S = 600
 WORKLOADS = "bias_gelu,chain10,silu_mul,softmax"
-MODELS = "gpt:training,bert:training,llama:training,mlp:training,convnet:training"
+MODELS = "gpt2:training,bert:training,llama:training,mlp:training,resnet:training"
 SCALING = "1,2,4,8,16,32,64"
 
 
@@ -107,12 +107,12 @@ def _workload_call(name: str):
 def _model_call(spec: str):
     import torch
     from models import MODELS as ZOO
-    from models import WithLoss
+    from model_case import WithLoss
 
     name, mode = spec.split(":")
     case = ZOO[name]
     model = case.module()
-    inputs, target = case.make_batch()
+    inputs, target = case.inputs()
     if mode == "inference":
         model.eval()
 

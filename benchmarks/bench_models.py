@@ -1,259 +1,294 @@
-"""Model suite: eager vs inductor vs brrr on the model zoo (benchmarks/models.py), for
-inference and for a full training step.
+"""Model suite: eager, aot_eager, Inductor and brrr side by side on models users know
+(models.py, hf_models.py), for inference at batch 1 and at a throughput batch, and for a
+full training step.
 
-    python benchmarks/bench_models.py [--quick] [--rounds R] [--models gpt,bert,...]
-                                      [--modes inference,training] [--backends ...]
+    python benchmarks/bench_models.py [--quick] [--tiny] [--rounds R] [--models gpt2,bert,...]
+                                      [--modes inference1,inference,training] [--backends ...]
+    brrr bench models [same options]
 
-- inference: `model.eval()` under `torch.no_grad()`, the compiled model called on a batch.
-- training: `model.train()`; one step is zero_grad, loss = compiled(model + loss)(batch),
-  loss.backward(), optimizer.step(). The model and its loss are compiled together
-  (benchmarks/models.py: WithLoss); the optimizer (torch.optim.AdamW, default
-  implementation) stays eager for every backend, so it costs all of them the same.
-
-Each backend gets its own copy of the model with identical initial weights; the first
-call is checked against eager (outputs; for training the loss and every parameter's
-gradient). Backends are timed round-robin, one call per round, median over rounds. Peak
-memory is measured with torch.profiler (see harness.peak_memory). Writes
-benchmarks/results/models.md, models.json and models_speedup.png.
+Per model and mode, in one process: every backend gets its own copy of the model with
+identical weights and is compiled cold (fresh, empty Inductor and brrr cache dirs for the
+whole run, unless --keep-caches; the process is warmed up once per backend on a tiny
+function first); its first call is timed (compile time = first call less one step) and
+checked against eager (outputs; training: the loss and every parameter's gradient).
+Backends are then timed round-robin, one call or step per round, median over rounds;
+a few profiled steps per backend attribute time to GEMM, convolution and attention
+library calls, the optimizer and the rest (library_time.py), giving the time outside
+library calls; peak memory comes from
+torch.profiler's allocator events (harness.peak_memory). Writes
+benchmarks/results/models.md, models.json, models_speedup.png and models_outside.png.
 """
 
 from __future__ import annotations
 
-import copy
 import gc
 import json
+import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 import harness
-import plots
-from models import MODELS, WithLoss
+import library_time
+import model_check
+import models_report as report
+from hf_models import INSTALL_HINT
+from model_steps import MODES, batch_for, build_step, warm_up
+from models import MODELS
 
-# Outputs and gradients of a few layers summed over a batch: looser than one kernel.
-TOLERANCE = dict(rtol=1e-3, atol=1e-4)
 QUICK_MODELS = "mlp"
+BACKENDS = "eager,aot_eager,inductor,brrr"
+CONV_NETS = {"resnet", "mobilenet", "convnext"}
 
 
 def parse_args(argv=None):
     p = harness.base_parser(__doc__, "models.md")
     p.add_argument("--quick", action="store_true",
                    help=f"models {QUICK_MODELS}, eager and brrr only, 2 rounds (a smoke test)")
-    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7)")
-    p.add_argument("--models", default=None, help=f"comma-separated ({','.join(MODELS)})")
-    p.add_argument("--modes", default="inference,training", help="inference,training")
+    p.add_argument("--tiny", action="store_true",
+                   help="every model at tiny sizes (a smoke test; numbers mean nothing)")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 10)")
+    p.add_argument("--profile-rounds", type=int, default=None,
+                   help="profiled steps per backend for the library-time attribution (default 3)")
+    p.add_argument("--models", default=None, help=f"comma-separated ({','.join(MODELS)}), or all")
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated ({','.join(MODES)})")
     p.add_argument("--backends", default=None,
-                   help="comma-separated (default eager,inductor,brrr; --quick: eager,brrr)")
+                   help=f"comma-separated (default {BACKENDS}; --quick: eager,brrr)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (and so brrr's and Inductor's kernel threads); default "
+                        "torch's own. On a loaded machine 1 keeps a descheduled OpenMP thread "
+                        "from stalling every parallel region")
+    p.add_argument("--render-only", action="store_true",
+                   help="measure nothing: rewrite the markdown and plots from the JSON an "
+                        "earlier run (or an interrupted one) left in the results dir")
+    p.add_argument("--keep-caches", action="store_true",
+                   help="use the usual Inductor and brrr cache dirs (compile times are then "
+                        "warm where an earlier run left entries)")
     args = p.parse_args(argv)
-    args.rounds = args.rounds or (2 if args.quick else 7)
-    args.results_dir = harness.results_dir(args.results_dir, args.quick)
-    args.models = args.models or (QUICK_MODELS if args.quick else ",".join(MODELS))
-    args.backends = args.backends or ("eager,brrr" if args.quick else "eager,inductor,brrr")
-    unknown = [m for m in args.models.split(",") if m not in MODELS]
-    if unknown:
-        p.error(f"unknown models {unknown}; models: {', '.join(MODELS)}")
+    small = args.quick or args.tiny
+    args.rounds = args.rounds or (2 if small else 10)
+    args.profile_rounds = args.profile_rounds or (1 if small else 3)
+    args.results_dir = harness.results_dir(args.results_dir, small)
+    chosen = args.models or (QUICK_MODELS if args.quick else "all")
+    args.models = list(MODELS) if chosen == "all" else chosen.split(",")
+    args.modes = args.modes.split(",")
+    args.backends = (args.backends or ("eager,brrr" if args.quick else BACKENDS)).split(",")
+    for kind, picked, known in (("models", args.models, MODELS), ("modes", args.modes, MODES)):
+        if unknown := [x for x in picked if x not in known]:
+            p.error(f"unknown {kind} {unknown}; {kind}: {', '.join(known)}")
+    if "eager" not in args.backends:
+        p.error("--backends must include eager (the reference every backend is checked against)")
     return args
 
 
-def _compile(module, backend: str):
-    if backend == "eager":
-        return module
-    base, options = harness.backend_spec(backend)
-    return torch.compile(module, backend=harness.resolve_backend(base), options=options or None,
-                         dynamic=False)
-
-
-def _inference_runner(case, base_model, inputs, backend: str):
-    """(step callable, first outputs) for one backend, compiled on its own model copy."""
-    model = copy.deepcopy(base_model).eval()
-    compiled = _compile(model, backend)
-
-    def step():
-        with torch.no_grad():
-            return compiled(*inputs)
-
-    return step, step()
-
-
-def _training_runner(case, base_model, inputs, target, backend: str):
-    """(step callable, (loss, grads) of the first forward + backward) for one backend."""
-    model = copy.deepcopy(base_model).train()
-    compiled = _compile(WithLoss(model, case.loss), backend)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-3)
-
-    loss = compiled(inputs, target)          # first call: compile, checked against eager
-    loss.backward()
-    first = (loss.detach(), [p.grad.detach().clone() for p in params])
-    opt.step()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = compiled(inputs, target)
-        loss.backward()
-        opt.step()
-        return loss
-
-    step.before = lambda: opt.zero_grad(set_to_none=True)   # for harness.peak_memory
-    return step, first
-
-
-def _error(out, ref) -> tuple[float, str]:
-    err = harness.max_abs_error(out, ref)
-    try:
-        torch.testing.assert_close(out, ref, **TOLERANCE)
-    except AssertionError:
-        return err, "mismatch"
-    return err, "ok"
-
-
-def measure(case, mode: str, backends: list[str], rounds: int) -> dict:
-    harness.fresh_dynamo()
-    base_model = case.module()
-    inputs, target = case.make_batch()
-    steps, firsts, status, errors = {}, {}, {}, {}
-    for b in backends:
-        start = time.perf_counter()
+def _missing_libraries(names: list[str]) -> str | None:
+    if any(MODELS[n].library == "transformers" for n in names):
         try:
-            if mode == "inference":
-                steps[b], firsts[b] = _inference_runner(case, base_model, inputs, b)
-            else:
-                steps[b], firsts[b] = _training_runner(case, base_model, inputs, target, b)
+            import transformers
+        except ImportError:
+            return INSTALL_HINT
+        transformers.logging.set_verbosity_error()     # config warnings about unused ids
+    return None
+
+
+def _build(case, mode, backends, tiny) -> tuple[dict, dict, dict, int]:
+    harness.fresh_dynamo()
+    base_model = case.module(tiny)
+    batch = batch_for(case, mode)
+    inputs, target = case.inputs(batch, tiny)
+    steps, status, errors, float64 = {}, {}, {}, []
+
+    def reference():                  # computed once, and only if a backend needs it
+        if not float64:
+            float64.append(model_check.float64_first(case, mode, base_model, inputs, target))
+        return float64[0]
+
+    for b in backends:
+        try:
+            steps[b] = build_step(case, mode, base_model, inputs, target, b)
         except Exception as exc:  # a broken backend must not stop the suite
             status[b] = f"failed: {harness.describe_error(exc)}"
             continue
-        took = time.perf_counter() - start
         if b == "eager":
             status[b] = "reference"
             continue
-        errors[b], verdict = _error(firsts[b], firsts["eager"]) if "eager" in firsts else (
-            float("nan"), "no eager reference")
-        status[b] = f"{verdict} (max err {errors[b]:.1e}; first call {took:.1f} s)"
-        if verdict != "ok":
+        if "eager" not in steps:
+            errors[b], verdict = float("nan"), "no eager reference"
+        else:
+            errors[b], verdict = model_check.verdict(steps[b].first, steps["eager"].first,
+                                                     reference)
+        status[b] = f"{verdict} (max err {errors[b]:.1e}; first call {steps[b].first_s:.1f} s)"
+        if verdict == "mismatch":
             del steps[b]
-    per_round = harness.interleaved(steps, (), rounds=rounds, iters=1)
+    return steps, status, errors, batch
+
+
+def measure(case, mode: str, backends: list[str], rounds: int, profile_rounds: int,
+            tiny: bool = False) -> dict:
+    steps, status, errors, batch = _build(case, mode, backends, tiny)
+    runs = {b: s.run for b, s in steps.items()}
+    per_round = harness.interleaved(runs, (), rounds=rounds, iters=1)
     times = {b: statistics.median(ts) for b, ts in per_round.items()}
-    peaks = {b: harness.peak_memory(fn, before=getattr(fn, "before", None))
-             for b, fn in steps.items()}
-    del steps, firsts
+    samples = {b: [] for b in steps}
+    for _ in range(profile_rounds):
+        for b, s in steps.items():
+            samples[b].append(library_time.profile_step(s.run))
+    breakdown = {b: library_time.median_breakdown(v) for b, v in samples.items()}
+    library = {b: library_time.library_seconds(v) for b, v in breakdown.items()}
+    outside = {b: library_time.outside(v) for b, v in breakdown.items()}
+    peaks = {b: harness.peak_memory(s.run, before=s.before) for b, s in steps.items()}
+    compile_s = {b: max(0.0, s.first_s - times[b]) for b, s in steps.items() if b != "eager"}
+    del steps, runs
     gc.collect()
-    return {"times": times, "errors": errors, "peaks": peaks, "status": status, "rounds": rounds}
+    return {"batch": batch, "times": times, "library": library,
+            "outside": outside, "breakdown": breakdown, "errors": errors, "peaks": peaks,
+            "compile_s": compile_s, "status": status, "rounds": rounds}
 
 
-def _x(num, den) -> str:
-    return f"{num / den:.2f}x" if num is not None and den is not None else "n/a"
+def _fresh_caches() -> str:
+    """Point Inductor and brrr at new, empty cache dirs for this process: compile times are
+    cold, and nothing of this run is left in the user's caches."""
+    root = tempfile.mkdtemp(prefix="brrr-bench-models-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+    os.environ["BRRR_CACHE_DIR"] = os.path.join(root, "brrr")
+    return root
 
 
-def rows(results: dict, backends: list[str]) -> list[dict]:
-    out = []
-    for (model, mode), r in results.items():
-        t = r["times"]
-        row = {"model": model, "mode": mode}
-        for b in backends:
-            row[f"{b} ms"] = f"{t[b] * 1e3:.1f}" if b in t else r["status"].get(b, "not run")
-        for b in backends:
-            if b != "eager":
-                row[f"{b} vs eager"] = _x(t.get("eager"), t.get(b))
-        row["brrr vs inductor"] = _x(t.get("inductor"), t.get("brrr"))
-        for b in backends:
-            if b != "eager":
-                row[f"{b} max err"] = f"{r['errors'][b]:.1e}" if b in r["errors"] else "n/a"
-        for b in backends:
-            row[f"{b} peak MB"] = f"{r['peaks'][b] / 1e6:.1f}" if b in r["peaks"] else "n/a"
-        out.append(row)
-    return out
-
-
-def columns(backends: list[str]) -> list[str]:
-    compiled = [b for b in backends if b != "eager"]
-    return (["model", "mode"] + [f"{b} ms" for b in backends]
-            + [f"{b} vs eager" for b in compiled] + ["brrr vs inductor"]
-            + [f"{b} max err" for b in compiled] + [f"{b} peak MB" for b in backends])
-
-
-def targets(results: dict) -> list[str]:
-    misses, timed = [], 0
-    for (model, mode), r in results.items():
-        t = r["times"]
-        if "brrr" not in t or "inductor" not in t:
-            if "inductor" in t:
-                misses.append(f"{model} {mode} (brrr {r['status'].get('brrr', 'not run')})")
-            continue
-        timed += 1
-        if t["inductor"] / t["brrr"] < 1.0:
-            misses.append(f"{model} {mode} ({t['inductor'] / t['brrr']:.2f}x)")
-    if timed == 0 and not misses:
-        verdict = "NOT MEASURED (inductor or brrr not run)"
-    elif misses:
-        verdict = f"MISSED on {len(misses)} of {len(results)}: " + ", ".join(misses)
-    else:
-        verdict = "MET"
-    return ["## Targets (issue 5)", "",
-            f"- brrr at least as fast as inductor on each model, inference and training: {verdict}"]
-
-
-def render(args, results: dict, backends: list[str], plot_notes: list[str]) -> str:
-    facts = {
-        "timing": f"{args.rounds} interleaved rounds, one call (inference) or one step "
-        "(training) per backend per round, median over rounds",
-        "training step": "zero_grad + forward + loss + backward (model and loss compiled "
-        "together) + AdamW step (eager for every backend)",
-        "peak memory": "peak bytes torch allocates during one call/step above what was live "
-        "before it (torch.profiler memory events; compiler work and Python objects excluded; "
-        "training: the previous step's gradients are freed first)",
-    }
-    table = "\n\n".join([
-        "\n".join(targets(results)),
-        "## Results\n\n" + harness.markdown_table(rows(results, backends), columns(backends)),
-    ])
-    status = ["## Backend status (first call checked against eager, rtol 1e-3 atol 1e-4; "
-              "training: the loss and every parameter gradient)", ""]
+def render(args, results: dict, notes: list[str], facts: dict) -> str:
+    backends = args.backends
+    tables = [
+        "\n".join(report.targets(results, CONV_NETS)),
+        "## Step time (ms, median)\n\n" + _table(report.time_rows(results, backends)),
+        "## Geometric means\n\n" + _table(report.summary_rows(results, backends, CONV_NETS)),
+        "## Time outside library calls (ms; share of the step)\n\n"
+        "A profiled step's time less its time inside GEMM, convolution and attention "
+        "library calls and, in training, the eager AdamW step: medians over the profiled "
+        "steps (library_time.py). This is the part a fusion backend owns. The library "
+        "column is eager's, for scale.\n\n" + _table(report.outside_rows(results, backends)),
+        "## Compile time (s: first call less one step; cold caches, warm process)\n\n"
+        + _table(report.compile_rows(results, backends)),
+        "## Peak memory and error against eager\n\n"
+        + _table(report.memory_rows(results, backends)),
+    ]
+    losing = report.losing(results)
+    if losing:
+        tables.append("## Where the time goes where brrr is slower than Inductor\n\n"
+                      "Medians of the profiled steps (library_time.py): library calls, brrr's "
+                      "kernels, other ATen calls, and the rest (Python, the runner, guards; "
+                      "Inductor's own C++ kernels record no events, so they are in its "
+                      "rest).\n\n" + _table(report.where_rows(results, losing)))
+    status = [f"## Backend status (first call checked against eager: each output, or in "
+              f"training the loss and every parameter gradient, within {model_check.ATOL:g} + "
+              f"{model_check.RTOL:g} x its largest magnitude, else no further from a float64 "
+              f"run than eager; model_check.py)", ""]
     status += [f"- {model} {mode}: " + "; ".join(f"{b} {s}" for b, s in r["status"].items())
                for (model, mode), r in results.items()]
-    zoo = ["## Models", ""] + [f"- {n}: {MODELS[n].description}" for n in args.models.split(",")]
-    return harness.report("Model suite", facts, table,
-                          ["\n".join(status), "\n".join(zoo), "\n".join(plot_notes)])
+    zoo = ["## Models", ""] + [f"- {n}: {MODELS[n].description}" for n in args.models]
+    return harness.report("Model suite", facts, "\n\n".join(tables),
+                          ["\n".join(status), "\n".join(zoo), "\n".join(notes)])
 
 
-def plot(results: dict, backends: list[str], directory: Path) -> list[str]:
-    name = "models_speedup.png"
-    if not plots.available():
-        return [plots.missing_note([name])]
-    labels = [f"{m} {mode}" for m, mode in results]
-    series = {b: [r["times"]["eager"] / r["times"][b]
-                                if b in r["times"] and "eager" in r["times"] else float("nan")
-                                for r in results.values()]
-              for b in backends if b != "eager"}
-    plots.grouped_barh(directory / name, labels, series, speedup=True,
-                       title="speedup over eager per model (higher is better)",
-                       xlabel="speedup: eager's time / the backend's (log scale)",
-                       lines={"1x": 1.0})
-    return [f"Plot: `{name}`"]
+def _table(rows: list[dict]) -> str:
+    return harness.markdown_table(rows, list(rows[0]) if rows else [])
 
 
-def main(argv=None) -> None:
+def _load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _facts(args, caches: str) -> dict:
+    """What the result file states besides harness.machine_info(); taken at the start of
+    the run and kept in the JSON, so that --render-only states the run's, not its own."""
+    return {
+        **harness.machine_info(),
+        "measured with": f"`{harness.command_line()}`",
+        "noise": f"a machine whose load average exceeds its core count ({os.cpu_count()}) "
+                 "gives noisy numbers: compare the load averages at the start and the end",
+        "timing": f"{args.rounds} interleaved rounds, one call (inference) or one step "
+                  "(training) per backend per round, median over rounds; "
+                  f"{args.profile_rounds} profiled steps per backend for library time",
+        "training step": "zero_grad + forward + loss + backward (model and loss compiled "
+                         "together) + AdamW step (eager for every backend)",
+        "compile caches": caches,
+        "peak memory": "peak bytes torch allocates during one call/step above what was live "
+                       "before it (torch.profiler memory events; training: the previous "
+                       "step's gradients are freed first)",
+    }
+
+
+def _json_path(args) -> Path:
+    return Path(args.results_dir) / Path(args.out).with_suffix(".json").name
+
+
+def _write_json(args, results: dict, facts: dict) -> None:
+    raw = {"backends": args.backends, "tiny": args.tiny, "facts": facts,
+           "results": [{"model": m, "mode": mode, **r} for (m, mode), r in results.items()]}
+    _json_path(args).parent.mkdir(parents=True, exist_ok=True)
+    _json_path(args).write_text(json.dumps(raw, indent=1))
+
+
+def _read_json(args) -> tuple[dict, dict]:
+    raw = json.loads(_json_path(args).read_text())
+    args.backends = raw["backends"]
+    results = {(r.pop("model"), r.pop("mode")): r for r in raw["results"]}
+    for r in results.values():              # as this version attributes it
+        r["outside"] = {b: library_time.outside(v) for b, v in r["breakdown"].items()}
+    args.models = list(dict.fromkeys(m for m, _ in results))
+    return results, raw.get("facts", {})
+
+
+def _publish(args, results: dict, facts: dict) -> None:
+    directory = Path(args.results_dir)
+    notes = report.plot(results, args.backends, directory)
+    harness.publish(args.out, render(args, results, notes, facts), directory)
+
+
+def run(args) -> tuple[dict, dict]:
+    """Measure every model and mode; (results, facts)."""
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    root = None if args.keep_caches else _fresh_caches()
+    facts = _facts(args, "fresh, empty Inductor and brrr cache dirs for the run" if root else
+                   "the usual Inductor and brrr cache dirs (--keep-caches)")
+    start = time.perf_counter()
+    warm_up(args.backends)
+    results = {}
+    try:
+        for name in args.models:
+            for mode in args.modes:
+                r = measure(MODELS[name], mode, args.backends, args.rounds, args.profile_rounds,
+                            args.tiny)
+                results[(name, mode)] = r
+                _write_json(args, results, facts)   # partial results survive an interruption
+                shown = {b: f"{t * 1e3:.1f} ms" for b, t in r["times"].items()}
+                print(f"[{time.perf_counter() - start:5.0f} s] {name} {mode}: {shown} "
+                      f"{r['status']}", file=sys.stderr, flush=True)
+    finally:
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
+    facts["load average at the end (1, 5, 15 min)"] = _load()
+    facts["run time"] = f"{time.perf_counter() - start:.0f} s"
+    _write_json(args, results, facts)
+    return results, facts
+
+
+def main(argv=None) -> int:
     harness.ensure_malloc_env()
     args = parse_args(argv)
-    backends = args.backends.split(",")
-    start = time.perf_counter()
-    results = {}
-    for name in args.models.split(","):
-        for mode in args.modes.split(","):
-            results[(name, mode)] = r = measure(MODELS[name], mode, backends, args.rounds)
-            shown = {b: f"{t * 1e3:.1f} ms" for b, t in r["times"].items()}
-            print(f"[{time.perf_counter() - start:5.0f} s] {name} {mode}: {shown} {r['status']}",
-                  file=sys.stderr, flush=True)
-    directory = Path(args.results_dir)
-    notes = plot(results, backends, directory)
-    harness.publish(args.out, render(args, results, backends, notes), directory)
-    raw = {"backends": backends, "results": [{"model": m, "mode": mode, **r}
-                                             for (m, mode), r in results.items()]}
-    (directory / Path(args.out).with_suffix(".json").name).write_text(json.dumps(raw, indent=1))
-    print(f"wrote {directory / args.out} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    if args.render_only:
+        _publish(args, *_read_json(args))
+        return 0
+    missing = _missing_libraries(args.models)
+    if missing:
+        print(f"bench_models: {missing}", file=sys.stderr)
+        return 2
+    _publish(args, *run(args))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

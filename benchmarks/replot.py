@@ -4,7 +4,7 @@
 
 kernels.json -> kernels_speedup.png and kernels_bandwidth.png (the bandwidth plot takes
 the cases larger than the measuring machine's LLC: llc_bytes, else this machine's),
-models.json -> models_speedup.png,
+models.json -> models_speedup.png and models_outside.png,
 cost_model.json -> cost_model.png, compile.json (or compile_scaling.json, a run of the
 scaling alone) -> compile_scaling.png. A suite whose
 JSON is missing is skipped with a line saying so. For a change to the plotting code, not
@@ -30,7 +30,7 @@ def kernels(raw: dict, directory: Path) -> list[str]:
 
 
 def models(raw: dict, directory: Path) -> list[str]:
-    from bench_models import plot
+    from models_report import plot
 
     results = {(r["model"], r["mode"]): r for r in raw["results"]}
     return plot(results, raw["backends"], directory)

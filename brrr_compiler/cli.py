@@ -4,6 +4,8 @@
     brrr demo [--size small|full] [--rounds N] [--trace FILE]   (also: python -m brrr_compiler.cli ...)
     brrr calibrate [--cache-dir DIR] [--calibration-dir DIR] [--dry-run]
     brrr bench [kernels|models|compile|all] [--quick]
+    brrr bench models [--models gpt2,bert,...] [--modes inference1,inference,training]
+                      [--rounds N] [--backends eager,aot_eager,inductor,brrr] [--tiny]
     brrr cache info|clear [--cache-dir DIR]
 
 Each subcommand is one `_add_<name>(subparsers)` function, listed in SUBCOMMANDS, that
@@ -132,8 +134,36 @@ def _run_bench(args: argparse.Namespace, reexec: bool) -> int:
               "which this installation does not have; run it from a checkout installed "
               "with `pip install -e .` (each suite writes benchmarks/results/)", file=sys.stderr)
         return 2
-    cmd = [sys.executable, str(where / "run_all.py"), args.suite] + (["--quick"] if args.quick else [])
+    passed, wrong = _suite_options(args)
+    if wrong:
+        print(f"brrr bench: {wrong}", file=sys.stderr)
+        return 2
+    # the suite right before its passed-on options: argparse takes positionals in one run
+    cmd = [sys.executable, str(where / "run_all.py"), *(["--quick"] if args.quick else []),
+           args.suite, *(["--", *passed] if passed else [])]
     return subprocess.call(cmd, cwd=where.parent)     # each suite sets the malloc env itself
+
+
+# option -> the suites that take it (the models suite's own choices, and the rounds and
+# backends the kernel suite shares)
+_SUITE_OPTIONS = {"models": ("models",), "modes": ("models",), "tiny": ("models",),
+                  "threads": ("models",), "rounds": ("models", "kernels"),
+                  "backends": ("models", "kernels")}
+
+
+def _suite_options(args: argparse.Namespace) -> tuple[list[str], str | None]:
+    """(the suite options given, as the suite's own arguments; None, or what is wrong
+    when the chosen suite does not take one of them)."""
+    out = []
+    for name, suites in _SUITE_OPTIONS.items():
+        value = getattr(args, name)
+        if value in (None, False):
+            continue
+        if args.suite not in suites:
+            return [], f"--{name} applies to `brrr bench {' or '.join(suites)}`, not " \
+                       f"`brrr bench {args.suite}`"
+        out += [f"--{name}"] if value is True else [f"--{name}", str(value)]
+    return out, None
 
 
 def _add_bench(subparsers) -> None:
@@ -146,6 +176,21 @@ def _add_bench(subparsers) -> None:
                    help="kernels, models, compile or all (default; minutes each, see "
                         "benchmarks/README.md)")
     p.add_argument("--quick", action="store_true", help="each suite's short smoke-test mode")
+    p.add_argument("--models", default=None,
+                   help="models suite: comma-separated models (gpt2, bert, llama, t5, vit, "
+                        "resnet, mobilenet, convnext, mlp, norm_block; default all)")
+    p.add_argument("--modes", default=None,
+                   help="models suite: inference1 (batch 1), inference (throughput batch), "
+                        "training; comma-separated (default all three)")
+    p.add_argument("--rounds", type=_positive_int, default=None,
+                   help="models and kernels suites: interleaved timing rounds")
+    p.add_argument("--backends", default=None,
+                   help="models and kernels suites: comma-separated backends "
+                        "(models default eager,aot_eager,inductor,brrr)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="models suite: torch threads (default torch's)")
+    p.add_argument("--tiny", action="store_true",
+                   help="models suite: tiny sizes, a smoke test (numbers mean nothing)")
     p.set_defaults(handler=_run_bench)
 
 

@@ -1,0 +1,73 @@
+"""Is a backend's first call right? Its outputs (inference) or its loss and every parameter
+gradient (training) against eager's.
+
+Each tensor is compared at its own scale (ATOL + RTOL x its largest reference magnitude):
+a whole model sums many terms in another order, so an element's error follows the
+tensor's magnitude, not its own. A tensor outside that is judged against the same step
+run in float64 instead (tests/helpers.py's rule: no further from float64 than twice
+eager's own error, plus one unit): through fifty BatchNorms in training, eager itself
+can be off by a percent, and a mathematically zero gradient (a bias whose shift the next
+BatchNorm removes) is rounding noise in every backend.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+import harness
+from model_case import WithLoss
+
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def _leaves(tree) -> list[torch.Tensor]:
+    return [t for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def _close(a: torch.Tensor, e: torch.Tensor) -> bool:
+    scale = e.detach().abs().max().item() if e.numel() else 0.0
+    try:
+        torch.testing.assert_close(a.detach(), e.detach(), rtol=0, atol=ATOL + RTOL * scale)
+    except AssertionError:
+        return False
+    return True
+
+
+def _up(x):
+    return x.detach().double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+def float64_first(case, mode: str, base_model, inputs, target):
+    """What eager's first call gives with the model, inputs and target in float64."""
+    model = copy.deepcopy(base_model).double()
+    inputs = tuple(_up(x) for x in inputs)
+    if mode != "training":
+        with torch.no_grad():
+            return model.eval()(*inputs)
+    model.train()
+    loss = WithLoss(model, case.loss)(inputs, _up(target))
+    loss.backward()
+    return loss.detach(), [p.grad for p in model.parameters() if p.requires_grad]
+
+
+def verdict(out, ref, float64=None) -> tuple[float, str]:
+    """(max absolute error, "ok" | "ok against float64" | "mismatch"). `float64()` gives
+    the float64 first call, computed only when a tensor misses eager's tolerance."""
+    from tests.helpers import REFERENCE_TOL, _within_eager_error
+
+    err = harness.max_abs_error(out, ref)
+    outs, refs = _leaves(out), _leaves(ref)
+    if len(outs) != len(refs) or any(a.shape != e.shape for a, e in zip(outs, refs)):
+        return err, "mismatch"
+    missed = [i for i, (a, e) in enumerate(zip(outs, refs)) if not _close(a, e)]
+    if not missed:
+        return err, "ok"
+    r64 = _leaves(float64()) if float64 is not None else []
+    if len(r64) != len(refs):
+        return err, "mismatch"
+    tol = REFERENCE_TOL[torch.float32]
+    if all(_within_eager_error(outs[i], refs[i], r64[i], tol) for i in missed):
+        return err, "ok against float64"
+    return err, "mismatch"
