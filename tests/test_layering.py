@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # the pipeline, in order (DESIGN.md): a stage imports earlier stages and leaves only
 STAGES = {
     "capture": ["capture", "decompositions", "pool_decomposition"],
-    "passes": ["passes"],
+    "passes": ["passes", "eager_strides", "ti_strides"],   # ATen-to-ATen layout steps
     "partition": ["partition"],
     "cost": ["cost"],
     "lower": ["lower"],
@@ -25,7 +25,7 @@ LEAVES = ["config", "config_checks", "ops", "scalar_ops", "log", "torch_logs", "
           "debug", "report", "kernel_ir", "kernel_verify", "kernel_eval", "reduction_spec"]
 # the driver and the tools around the pipeline: they import anything, nothing imports them
 TOP = ["__init__", "backend", "explain", "graph_report", "cli", "cli_cache", "demo",
-       "calibration"]
+       "calibration", "autotune_plan"]
 MAX_LINES = 350
 
 
