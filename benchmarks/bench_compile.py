@@ -245,7 +245,7 @@ def _ratio_verdict(rows: list[dict], column: str, limit: float, names: list[str]
 
 def targets(rows: list[dict], models: list[str], workloads: list[str],
             fit: dict | None) -> list[str]:
-    lines = ["## Targets (issue 5, and issue 2's compile target)", ""]
+    lines = ["## Targets", ""]
     lines.append("- cold brrr compile at most 1/5 of inductor's cold compile, per model: "
                  + _ratio_verdict(rows, "brrr cold / inductor cold", 0.2, models))
     lines.append("- warm brrr compile at most 1.3x aot_eager's, per model: "
@@ -255,8 +255,8 @@ def targets(rows: list[dict], models: list[str], workloads: list[str],
     timed = [(n, float(v)) for n, v in extra if v != "n/a"]
     if timed:
         over = [f"{n} ({v:.2f} s)" for n, v in timed if v >= 1.0]
-        lines.append("- brrr's extra cost over aot_eager under 1 s for the pointwise trio "
-                     f"(issue 2): {'MET' if not over else 'MISSED on ' + ', '.join(over)}")
+        lines.append("- brrr's extra cost over aot_eager under 1 s for the pointwise trio: "
+                     f"{'MET' if not over else 'MISSED on ' + ', '.join(over)}")
     if fit:
         lines.append(f"- compile time vs graph size fits a line: {fit['verdict']}")
     return lines

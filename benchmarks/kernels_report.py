@@ -142,7 +142,7 @@ def targets(results: dict, bandwidth: float, llc: int) -> list[str]:
     gm = harness.geomean(vs_ind.values()) if vs_ind else float("nan")
     gm_verdict = "NOT MEASURED" if not vs_ind else ("MET" if gm >= 1.3 else "MISSED")
     return [
-        "## Targets (issue 5)",
+        "## Targets",
         "",
         f"- brrr faster than eager on every case: {_verdict(slow_eager, len(results))}",
         *([f"  - eager's whole call is faster than Dynamo's own per-call cost (the `floor` "

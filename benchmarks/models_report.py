@@ -162,7 +162,7 @@ def targets(results: dict, conv_nets: set[str]) -> list[str]:
             f"{'MET' if value >= goal else 'MISSED'} ({value:.2f}x)"
 
     return [
-        "## Targets (issue 15)", "",
+        "## Targets", "",
         "- every model at least as fast as Inductor (within 3%), inference at both batches "
         "and training: " + _per_row(results, "times", lambda v: v >= INDUCTOR_MARGIN,
                                     ("inductor", "brrr")),

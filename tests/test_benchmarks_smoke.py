@@ -24,11 +24,11 @@ def _run_quick(script: str, tmp_path, *extra: str, quick: bool = True) -> str:
 
 
 @pytest.mark.parametrize("script, out, headings", [
-    ("bench_kernels.py", "kernels.md", ["## Targets (issue 5)", "## Time per call",
+    ("bench_kernels.py", "kernels.md", ["## Targets", "## Time per call",
                                         "## Masks beside their unmasked twins",
                                         "masked kernels within 15% of their unmasked twin",
                                         "## Achieved bandwidth", "stream bandwidth"]),
-    ("bench_models.py", "models.md", ["## Targets (issue 15)", "## Step time",
+    ("bench_models.py", "models.md", ["## Targets", "## Step time",
                                       "## Time outside library calls", "## Compile time",
                                       "peak MB"]),
     ("bench_norm_training.py", "norm_training.md", ["brrr:fold_across_rows=False / brrr",
