@@ -22,6 +22,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from brrr_compiler import scalar_ops
 from brrr_compiler.codegen import cpp
 from brrr_compiler.runtime import script_main, script_triton, triton_libdevice
 from brrr_compiler.runtime.profiling import is_kernel_call
@@ -126,9 +127,21 @@ def _triton_parts(name: str, module: str | None) -> list[str]:
             "\n# ---- the kernels: the graph's Triton module ----",
             f"KERNELS_TRITON = {_literal(local)}",
             "\n# ---- brrr's libdevice shim (runtime/triton_libdevice.py), which they import ----",
-            f"LIBDEVICE_PY = {_literal(Path(triton_libdevice.__file__).read_text())}",
+            f"LIBDEVICE_PY = {_literal(_shim())}",
+            "\n# ---- the scalar-op table the shim reads under the interpreter (scalar_ops.py) ----",
+            f"SCALAR_OPS_PY = {_literal(Path(scalar_ops.__file__).read_text())}",
             f"\nif __name__ == '__main__':\n    sys.exit(run_triton({name!r}, AtenGraph(), "
-            "brrr_runner, bind, KERNELS_TRITON, LIBDEVICE_PY, INPUTS))\n"]
+            "brrr_runner, bind, KERNELS_TRITON, LIBDEVICE_PY, INPUTS, "
+            "scalar_ops=SCALAR_OPS_PY))\n"]
+
+
+def _shim() -> str:
+    """triton_libdevice.py, reading the dump's copy of the scalar-op table."""
+    text = Path(triton_libdevice.__file__).read_text()
+    line = f'SCALAR_OPS = "{triton_libdevice.SCALAR_OPS}"'
+    if line not in text:
+        raise NotImplementedError("triton_libdevice.py does not name its table as a dump expects")
+    return text.replace(line, f'SCALAR_OPS = "{script_triton.SCALAR_OPS_MODULE}"')
 
 
 def _literal(text: str) -> str:

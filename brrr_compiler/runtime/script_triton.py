@@ -1,8 +1,8 @@
 """The code a runnable dump of a Triton graph carries besides script_main.py's.
 
 A Triton graph's dump holds the graph's generated module (its @triton.jit kernels and
-their launchers) and brrr's `libdevice` shim (runtime/triton_libdevice.py, verbatim),
-and needs torch and triton, not brrr. The graph's tensors decide where it runs: a graph
+their launchers), brrr's `libdevice` shim (runtime/triton_libdevice.py) and the
+scalar-op table it reads (scalar_ops.py), and needs torch and triton, not brrr. The graph's tensors decide where it runs: a graph
 of CUDA tensors needs a CUDA GPU (without one the dump says so and exits 2); a graph of
 CPU tensors (compiled with target="triton" under Triton's interpreter) runs its kernels
 through the interpreter, so the dump sets TRITON_INTERPRET=1 itself before the kernels
@@ -19,6 +19,7 @@ import sys
 import torch
 
 LIBDEVICE_MODULE = "brrr_triton_libdevice"      # the shim's module name inside a dump
+SCALAR_OPS_MODULE = "brrr_scalar_ops"           # the scalar-op table's, which the shim reads
 
 
 def triton_call(module, symbol: str, n_inputs: int, outs, device: str, n_sizes: int = 0,
@@ -43,11 +44,12 @@ def triton_call(module, symbol: str, n_inputs: int, outs, device: str, n_sizes: 
     return call
 
 
-def triton_kernels(source: str, libdevice: str):
+def triton_kernels(source: str, libdevice: str, scalar_ops: str = ""):
     """The `load` of a Triton dump: `folder` -> the kernels' module, imported from
     files written there (Triton reads a kernel's source from its file)."""
     def load(folder):
-        for name, text in ((f"{LIBDEVICE_MODULE}.py", libdevice), ("kernels_triton.py", source)):
+        for name, text in ((f"{SCALAR_OPS_MODULE}.py", scalar_ops),
+                           (f"{LIBDEVICE_MODULE}.py", libdevice), ("kernels_triton.py", source)):
             with open(os.path.join(folder, name), "w") as f:
                 f.write(text)
         sys.path.insert(0, folder)
@@ -81,7 +83,7 @@ def where_to_run(specs) -> str:
 
 
 def run_triton(name: str, module, runner, bind, source: str, libdevice: str, specs,
-               argv=None) -> int:
+               argv=None, scalar_ops: str = "") -> int:
     """script_main.run for a Triton graph: exit code 2, with one line saying why, where
     its kernels cannot run."""
     problem = where_to_run(specs)
@@ -89,6 +91,7 @@ def run_triton(name: str, module, runner, bind, source: str, libdevice: str, spe
         print(f"{name}: {problem}", file=sys.stderr)
         return 2
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-    return run(name, module, runner, bind, triton_kernels(source, libdevice), specs, argv,
+    return run(name, module, runner, bind, triton_kernels(source, libdevice, scalar_ops),
+               specs, argv,
                untimed="the kernels run through Triton's interpreter (TRITON_INTERPRET=1), "
                        "whose speed says nothing about a GPU's" if interpreted else "")

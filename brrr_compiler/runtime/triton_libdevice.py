@@ -8,15 +8,17 @@ semantics (a torch function) of the scalar op whose Triton form calls it (scalar
 a row's `libdevice`), applied to the interpreter's numpy arrays. The interpreter runs
 kernels as plain Python, so a plain function that maps tensor to tensor is all it needs.
 
-A runnable dump of a Triton graph (script.py) carries this module verbatim beside the
-kernels, so it imports brrr only where it must: the interpreter's shim reads brrr's
-scalar-op table (a dump run under the interpreter needs brrr importable; on a GPU it
-needs torch and triton alone).
+A runnable dump of a Triton graph (script.py) carries this module beside the kernels,
+with the scalar-op table (scalar_ops.py, which imports only torch) as a module of its own
+named by SCALAR_OPS there, so the dump needs torch and triton, not brrr.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import types
+
+SCALAR_OPS = "brrr_compiler.scalar_ops"     # the table's module (a dump names its copy)
 
 
 def interpreting() -> bool:
@@ -45,9 +47,7 @@ def _reference_libdevice() -> types.SimpleNamespace:
             return tl.tensor(TensorHandle(out, scalar), ty)
         return fn
 
-    from brrr_compiler import scalar_ops      # here only: the module note says why
-
-    table = scalar_ops.libdevice_functions()
+    table = importlib.import_module(SCALAR_OPS).libdevice_functions()
     return types.SimpleNamespace(**{name: wrap(row.ref) for name, row in table.items()})
 
 
