@@ -1,8 +1,13 @@
 """brrr's own decompositions, where torch's are not the fusion-friendly form.
 
 torch decomposes var/var_mean into prims.var, which brrr cannot fuse; here variance is
-the exact two-pass scheme on ATen ops: mean = sum(x)/n, var = sum((x-mean)^2)/(n-c).
-Both sums run over the same rows, so they share one kernel (two loop phases).
+the two-pass scheme on ATen ops, var = sum((x-mean)^2)/(n-c), with the mean taken about
+the row's first element k: mean = k + sum(x-k)/n. Both sums run over the same rows, so
+they share one kernel (two loop phases). The shift makes a row of equal values exact:
+x-k is 0, so the mean is k and the variance 0, as eager's (Welford) statistics are; a
+plain sum(x)/n of n equal values is off by an ulp or so, which a normalization
+((x-mean)*rsqrt(var+eps)) or std's gradient (0/0 there) then blows up. The same holds
+for the norms' statistics below.
 """
 from __future__ import annotations
 
@@ -26,12 +31,23 @@ def _count(x, dims):
     return n
 
 
+def _mean(x, dims, n):
+    """The mean of `x` over `dims` (kept), about the first element of each row (module
+    note); a plain sum(x)/n where a reduced dim may be empty or its size is symbolic."""
+    if x.dim() == 0 or not all(isinstance(x.shape[d], int) and x.shape[d] > 0 for d in dims):
+        return aten.sum.dim_IntList(x, dims, True) / n
+    first = x
+    for d in dims:
+        first = aten.slice.Tensor(first, d, 0, 1)
+    return first + aten.sum.dim_IntList(x - first, dims, True) / n
+
+
 def var_mean(x, dim=None, *, correction=None, keepdim=False):
     dims = _dims(x, dim)
     correction = 1 if correction is None else correction
     n = _count(x, dims)
     acc = x if x.dtype.is_floating_point else x.to(torch.get_default_dtype())
-    mean = aten.sum.dim_IntList(acc, dims, True) / n
+    mean = _mean(acc, dims, n)
     centered = acc - mean
     var = aten.sum.dim_IntList(centered * centered, dims, keepdim) / max(n - correction, 0)
     if not keepdim:
@@ -52,7 +68,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     dims = list(range(x.dim() - len(normalized_shape), x.dim()))
     acc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     n = _count(x, dims)
-    mean = aten.sum.dim_IntList(acc, dims, True) / n
+    mean = _mean(acc, dims, n)
     centered = acc - mean
     rstd = aten.rsqrt(aten.sum.dim_IntList(centered * centered, dims, True) / n + eps)
     out = centered * rstd
@@ -77,7 +93,7 @@ def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
     acc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     xv = aten.view.default(acc, [N, group, C // group, HxW])
     n = (C // group) * HxW
-    mean = aten.sum.dim_IntList(xv, [2, 3], True) / n
+    mean = _mean(xv, [2, 3], n)
     centered = xv - mean
     rstd = aten.rsqrt(aten.sum.dim_IntList(centered * centered, [2, 3], True) / n + eps)
     out = centered * rstd
