@@ -61,6 +61,9 @@ def parse_args(argv=None):
                    help="torch threads (and so brrr's and Inductor's kernel threads); default "
                         "torch's own. On a loaded machine 1 keeps a descheduled OpenMP thread "
                         "from stalling every parallel region")
+    p.add_argument("--time-mismatches", action="store_true",
+                   help="time a backend whose first call misses the check too (its status "
+                        "says so); by default it is left out")
     p.add_argument("--render-only", action="store_true",
                    help="measure nothing: rewrite the markdown and plots from the JSON an "
                         "earlier run (or an interrupted one) left in the results dir")
@@ -94,7 +97,7 @@ def _missing_libraries(names: list[str]) -> str | None:
     return None
 
 
-def _build(case, mode, backends, tiny) -> tuple[dict, dict, dict, int]:
+def _build(case, mode, backends, tiny, time_mismatches=False) -> tuple[dict, dict, dict, int]:
     harness.fresh_dynamo()
     base_model = case.module(tiny)
     batch = batch_for(case, mode)
@@ -122,13 +125,16 @@ def _build(case, mode, backends, tiny) -> tuple[dict, dict, dict, int]:
                                                      reference)
         status[b] = f"{verdict} (max err {errors[b]:.1e}; first call {steps[b].first_s:.1f} s)"
         if verdict == "mismatch":
-            del steps[b]
+            if time_mismatches:
+                status[b] += "; timed anyway (--time-mismatches)"
+            else:
+                del steps[b]
     return steps, status, errors, batch
 
 
 def measure(case, mode: str, backends: list[str], rounds: int, profile_rounds: int,
-            tiny: bool = False) -> dict:
-    steps, status, errors, batch = _build(case, mode, backends, tiny)
+            tiny: bool = False, time_mismatches: bool = False) -> dict:
+    steps, status, errors, batch = _build(case, mode, backends, tiny, time_mismatches)
     runs = {b: s.run for b, s in steps.items()}
     per_round = harness.interleaved(runs, (), rounds=rounds, iters=1)
     times = {b: statistics.median(ts) for b, ts in per_round.items()}
@@ -261,7 +267,7 @@ def run(args) -> tuple[dict, dict]:
         for name in args.models:
             for mode in args.modes:
                 r = measure(MODELS[name], mode, args.backends, args.rounds, args.profile_rounds,
-                            args.tiny)
+                            args.tiny, args.time_mismatches)
                 results[(name, mode)] = r
                 _write_json(args, results, facts)   # partial results survive an interruption
                 shown = {b: f"{t * 1e3:.1f} ms" for b, t in r["times"].items()}
