@@ -89,16 +89,17 @@ def _add_demo(subparsers) -> None:
 
 def _run_calibrate(args: argparse.Namespace, reexec: bool) -> int:
     print(ensure_malloc_env(reexec), flush=True)
-    from brrr_compiler.calibration import calibrate
+    from brrr_compiler import calibration
     print("measuring this machine for the cost model:", flush=True)
-    spec = calibrate(args.cache_dir, save=not args.dry_run, calibration_dir=args.calibration_dir)
-    print(spec.to_json())
-    return 0
+    result, saved = calibration.run(args.cache_dir, save=not args.dry_run,
+                                    calibration_dir=args.calibration_dir, force=args.force)
+    print(result.spec.to_json())
+    return 1 if result.noisy and not args.dry_run and saved is None else 0
 
 
 def _add_calibrate(subparsers) -> None:
     p = subparsers.add_parser(
-        "calibrate", help="measure this machine for the cost model (under a minute)",
+        "calibrate", help="measure this machine for the cost model (about a minute)",
         description="Measure streaming and cache bandwidth, flop and transcendental rates "
                     "of brrr kernels and per-kernel overhead; save them as device.json in "
                     "the calibration directory (apart from the kernel cache, so `brrr cache "
@@ -110,6 +111,9 @@ def _add_calibrate(subparsers) -> None:
                    help="where device.json goes (default: BRRR_CALIBRATION_DIR or "
                         "~/.config/brrr)")
     p.add_argument("--dry-run", action="store_true", help="measure and print, save nothing")
+    p.add_argument("--force", action="store_true",
+                   help="save even figures that did not settle (by default a noisy "
+                        "calibration is refused, and the exit status is 1)")
     p.set_defaults(handler=_run_calibrate)
 
 
