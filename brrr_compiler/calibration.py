@@ -5,17 +5,21 @@ through the driver, so it lives at the top with the command line (cost/ only rea
 DeviceSpec it saves).
 
     streaming bandwidth    dst.copy_(src) of 256 MB float32 (read + write counted)
-    cache bandwidth        a brrr kernel x + 1 on 1 and 4 MB (in cache): bytes moved over
+    cache bandwidth        a brrr kernel x + 1 on 0.75 and 3 MB (in cache): bytes moved over
                            the time between the two sizes
     flop rate              brrr kernels of 8 and 40 steps x * 1.0001 + 0.5 on 1 MB of
                            data (float32, float64): 2 flop-equivalents per step and element
     transcendental rate    brrr kernels of 1 and 4 steps exp(-x) on the same data (short
                            chains: real kernels interleave few calls); and chains of sin,
                            tanh, erf, sigmoid (each its own rate)
-    reduce folds           x.sum(-1), x.amax(-1) over 256 and 1024 cache-resident rows
+    reduce folds           x.sum(-1), x.amax(-1) over 192 and 768 cache-resident rows
     scalar transcendental  sin inside a row amax (a loop that does not vectorize)
     overheads              one-element graphs of 1 and 9 kernels (fusion "none"): the
                            slope is the per-kernel cost, the intercept the per-call cost
+
+The sizes are chosen apart from the cost model's validation set
+(benchmarks/bench_cost_model.py: x + 1 on 64K, 1M, 16M and 64M floats, x.amax(-1) on
+1024x1024, ...), so the model is never validated on the points it was fitted to.
 
 Every figure is measured again until its last three tries agree within STABLE_SPREAD
 (at most TRIES tries) and the median of those three is kept; the spread is printed beside
@@ -124,9 +128,9 @@ def chain_rate(step: str, steps: tuple[int, int], dtype, cache_dir: str, numel: 
 
 def cache_bandwidth(cache_dir: str, clock=time.perf_counter) -> float:
     """Bytes/s (read + write) of a brrr kernel x + 1 on cache-resident data: the slope
-    between 256K and 1M floats, so the call overhead cancels out."""
+    between 192K and 768K floats, so the call overhead cancels out."""
     fn = _compiled(ADD, 1, cache_dir=cache_dir)
-    sizes = (1 << 18, 1 << 20)
+    sizes = (3 << 16, 3 << 18)
     t = [_per_call(fn, (torch.rand(n),), calls=50, clock=clock) for n in sizes]
     return 8 * (sizes[1] - sizes[0]) / max(t[1] - t[0], 1e-12)
 
@@ -142,10 +146,10 @@ def scalar_transcendental_rate(cache_dir: str, clock=time.perf_counter) -> float
 
 def reduce_rate(expr: str, cache_dir: str, clock=time.perf_counter) -> float:
     """Elements per second a brrr row reduction folds (cache-resident rows of 1024): the
-    slope between 256 and 1024 rows."""
+    slope between 192 and 768 rows."""
     fn = _compiled(expr, 1, cache_dir=cache_dir)
-    t = [_per_call(fn, (torch.rand(rows, 1024),), calls=20, clock=clock) for rows in (256, 1024)]
-    return (1024 - 256) * 1024 / max(t[1] - t[0], 1e-12)
+    t = [_per_call(fn, (torch.rand(rows, 1024),), calls=20, clock=clock) for rows in (192, 768)]
+    return (768 - 192) * 1024 / max(t[1] - t[0], 1e-12)
 
 
 def _cache_sizes() -> tuple[int, int]:
@@ -235,7 +239,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
         f"{figures.note('streaming bandwidth')})")
     cache = sane("cache bandwidth", lambda: cache_bandwidth(cache_dir, clock),
                  generic.cache_bandwidth)
-    log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 1 to 4 MB; "
+    log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 0.75 to 3 MB; "
         f"{figures.note('cache bandwidth')})")
     per_kernel = sane("kernel overhead", lambda: overheads(cache_dir, clock)[0],
                       generic.kernel_overhead_s)
