@@ -3,7 +3,7 @@
     brrr --version
     brrr demo [--size small|full] [--rounds N] [--trace FILE]   (also: python -m brrr_compiler.cli ...)
     brrr calibrate [--cache-dir DIR] [--calibration-dir DIR] [--dry-run]
-    brrr bench [kernels|models|compile|all] [--quick]
+    brrr bench [kernels|models|compile|sweep|all] [--quick]
     brrr bench models [--models gpt2,bert,...] [--modes inference1,inference,training]
                       [--rounds N] [--backends eager,aot_eager,inductor,brrr] [--tiny]
     brrr cache info|clear [--cache-dir DIR]
@@ -119,7 +119,7 @@ def _add_calibrate(subparsers) -> None:
 
 # ---- brrr bench -----------------------------------------------------------------------
 
-BENCH_SUITES = ("kernels", "models", "compile", "all")
+BENCH_SUITES = ("kernels", "models", "compile", "sweep", "all")
 
 
 def benchmarks_dir():
@@ -177,8 +177,9 @@ def _add_bench(subparsers) -> None:
                     "each suite prints its table and writes benchmarks/results/<suite>.md and "
                     "PNG plots (with the [bench] extra).")
     p.add_argument("suite", nargs="?", choices=BENCH_SUITES, default="all",
-                   help="kernels, models, compile or all (default; minutes each, see "
-                        "benchmarks/README.md)")
+                   help="kernels, models, compile or all (default; minutes each), or sweep "
+                        "(never slower than eager: op_db ops and generated patterns, long; "
+                        "see benchmarks/README.md)")
     p.add_argument("--quick", action="store_true", help="each suite's short smoke-test mode")
     p.add_argument("--models", default=None,
                    help="models suite: comma-separated models (gpt2, bert, llama, t5, vit, "
