@@ -156,6 +156,10 @@ def parse_args(argv=None):
     p.add_argument("--samples", type=int, default=1, help="timed samples per op and dtype")
     p.add_argument("--pattern-seeds", default="0:40", help="A:B; '' for none")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch's (and so brrr's) threads; 0: torch's default. One thread "
+                        "keeps a shared machine's other jobs from stalling each parallel "
+                        "region for a scheduler period")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: add and sum in float32, one pattern, 1 round")
     args = p.parse_args(argv)
@@ -168,6 +172,8 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     harness.ensure_malloc_env()
     args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from tests.coverage import opinfo_harness as h
     torch._dynamo.config.suppress_errors = False
     ops = h.ops_by_key(h.load_op_db())
