@@ -6,6 +6,7 @@ eager. No C++ compiler and kernels that fail to build are in test_build_faults.p
 test_build.py tests the same faults one level down (build_library on hand-written C++).
 """
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -161,10 +162,12 @@ def test_two_processes_compile_one_graph_into_one_cache(tmp_path):
 
 # ---- damaged cache entries -------------------------------------------------------------
 
-def _populate_in_subprocess(cache):
-    """Build the kernels of `model` (forward and backward) into `cache` in another process
-    (this one must not have the libraries mapped: damaging a mapped .so is not a cache
-    fault but a crash)."""
+@pytest.fixture(scope="module")
+def populated_cache(tmp_path_factory):
+    """A cache holding the kernels of `model` (forward and backward), built once in
+    another process (this one must not have the libraries mapped: damaging a mapped .so
+    is not a cache fault but a crash); each test damages a copy of it."""
+    cache = tmp_path_factory.mktemp("populated") / "cache"
     script = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(REPO)!r})
         import torch
@@ -175,9 +178,8 @@ def _populate_in_subprocess(cache):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    sos = sorted(cache.rglob("*.so"))
-    assert sos
-    return sos
+    assert list(cache.rglob("*.so"))
+    return cache
 
 
 def _truncate(so):
@@ -193,9 +195,10 @@ def _empty_sidecar(so):
 
 
 @pytest.mark.parametrize("damage", [_truncate, _garbage, _empty_sidecar])
-def test_damaged_cache_entry_is_rebuilt(tmp_path, builds, damage):
+def test_damaged_cache_entry_is_rebuilt(tmp_path, builds, damage, populated_cache):
     cache = tmp_path / "cache"
-    sos = _populate_in_subprocess(cache)
+    shutil.copytree(populated_cache, cache)        # modes too: the copy is as trusted
+    sos = sorted(cache.rglob("*.so"))
     for so in sos:
         damage(so)
     x, w = inputs()
