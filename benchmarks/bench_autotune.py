@@ -20,8 +20,10 @@ import tempfile
 import time
 
 import harness
+import machine_env
 import torch
-from bench_cost_model import WORKLOADS, time_round_robin
+from bench_cost_model import time_round_robin
+from cost_model_cases import WORKLOADS
 from workloads import KERNEL_CASES
 
 from brrr_compiler.backend import brrr_backend
@@ -183,7 +185,7 @@ def _load() -> float:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     rows, start = [], time.perf_counter()
     for threads in args.threads:
         torch.set_num_threads(threads)

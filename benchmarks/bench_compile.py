@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import harness
+import machine_env
 from compile_scaling import plot_scaling, scaling, scaling_section
 
 CHILD_TIMEOUT_S = 600
@@ -288,7 +289,7 @@ def main(argv=None) -> None:
     if args.child:
         child(*args.child)
         return
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     start = time.perf_counter()
     rows = []
     for kind, names in (("workload", args.workloads), ("model", args.models)):

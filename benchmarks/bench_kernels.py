@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import harness
+import machine_env
 from kernels_report import TWIN, plot, render, targets  # noqa: F401  (targets: tests)
 from workloads import KERNEL_CASES, bytes_moved
 
@@ -88,7 +89,7 @@ def measure_case(case, backends: list[str], rounds: int) -> dict:
                                                      tolerance=case.tolerance)
         fns.update({TWIN: f for f in twin.values()})
         status[TWIN] = twin_status["brrr"]
-    if harness.FLOOR in fns and nbytes > harness.llc_bytes():   # in the caches the case leaves
+    if harness.FLOOR in fns and nbytes > machine_env.llc_bytes():   # in the caches the case leaves
         fns[harness.FLOOR] = harness.Primed(fns[harness.FLOOR], case.fn)
     iters = harness.iters_for(case.fn, inputs, TARGET_ROUND_S)   # eager sets the pace
     rounds = max(2, rounds // 3) if case.heavy else rounds
@@ -111,7 +112,7 @@ def _spread(ts: list[float]) -> float:
 
 
 def main(argv=None) -> None:
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     args = parse_args(argv)
     default_policy, others = brrr_variants()
     backends = (args.backends.split(",") if args.backends
@@ -138,7 +139,7 @@ def main(argv=None) -> None:
     plot_notes = plot(results, backends, run_median, directory)
     harness.publish(args.out, render(args, results, backends, default_policy, bandwidths,
                                      plot_notes, TARGET_ROUND_S), directory)
-    raw = {"bandwidths": bandwidths, "llc_bytes": harness.llc_bytes(), "backends": backends,
+    raw = {"bandwidths": bandwidths, "llc_bytes": machine_env.llc_bytes(), "backends": backends,
            "cases": results}
     (directory / Path(args.out).with_suffix(".json").name).write_text(json.dumps(raw, indent=1))
     print(f"wrote {directory} (kernels.md, .json, PNGs) in {time.perf_counter() - start:.0f} s",

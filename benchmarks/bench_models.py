@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import harness
+import machine_env
 import library_time
 import model_check
 import models_report as report
@@ -206,10 +207,10 @@ def _load() -> str:
 
 
 def _facts(args, caches: str) -> dict:
-    """What the result file states besides harness.machine_info(); taken at the start of
+    """What the result file states besides machine_env.machine_info(); taken at the start of
     the run and kept in the JSON, so that --render-only states the run's, not its own."""
     return {
-        **harness.machine_info(),
+        **machine_env.machine_info(),
         "measured with": f"`{harness.command_line()}`",
         "noise": f"a machine whose load average exceeds its core count ({os.cpu_count()}) "
                  "gives noisy numbers: compare the load averages at the start and the end",
@@ -283,7 +284,7 @@ def run(args) -> tuple[dict, dict]:
 
 
 def main(argv=None) -> int:
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     args = parse_args(argv)
     if args.render_only:
         _publish(args, *_read_json(args))

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import harness
+import machine_env
 
 BACKENDS = ["eager", "inductor", "brrr", "brrr:fold_across_rows=False"]
 TOLERANCE = dict(atol=2e-3, rtol=2e-3)      # sums over 4096 rows: eager's own error is ~1e-4
@@ -80,7 +81,7 @@ def measure(name, case, rounds: int, backends: list[str]) -> dict:
 
 
 def main(argv=None) -> None:
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     p = harness.base_parser(__doc__, "norm_training.md")
     p.add_argument("--quick", action="store_true", help="one small case, 2 rounds, no inductor")
     p.add_argument("--rounds", type=int, default=10)

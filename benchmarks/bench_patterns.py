@@ -35,6 +35,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
 import torch  # noqa: E402
 
 import harness  # noqa: E402
+import machine_env  # noqa: E402
 from benchmarks.bench_patterns_report import render  # noqa: E402
 from benchmarks.patterns import generate  # noqa: E402
 from workloads import bytes_moved  # noqa: E402
@@ -57,7 +58,7 @@ def cache_bytes(level: int) -> int:
         except (OSError, ValueError):
             continue
         return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-    return harness.llc_bytes() if level == 3 else 0
+    return machine_env.llc_bytes() if level == 3 else 0
 
 
 def size_classes(names, max_tensor_bytes: int) -> dict[str, int]:
@@ -119,7 +120,7 @@ def measure(p, f, inputs, backends, rounds: int) -> dict:
     low = p.dtype in ("bfloat16", "float16")
     fns, status = harness.compile_backends(f, inputs, backends,
                                            tolerance=LOW_PRECISION_TOL if low else None)
-    if harness.FLOOR in fns and nbytes > harness.llc_bytes():
+    if harness.FLOOR in fns and nbytes > machine_env.llc_bytes():
         fns[harness.FLOOR] = harness.Primed(fns[harness.FLOOR], f)
     iters = harness.iters_for(f, inputs, TARGET_ROUND_S)
     per_round = harness.interleaved(fns, inputs, rounds=rounds, iters=iters,
@@ -164,7 +165,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> None:
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     args = parse_args(argv)
     backends = args.backends.split(",")
     if "eager" not in backends:

@@ -13,6 +13,7 @@ import statistics
 import sys
 
 import harness
+import machine_env
 from workloads import WORKLOADS, bytes_moved
 
 
@@ -85,7 +86,7 @@ def render(args, results: dict, bandwidths: list[float]) -> str:
 
 
 def main(argv=None) -> None:
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     args = parse_args(argv)
     results, bandwidths = {}, []
     for name in args.workloads.split(","):

@@ -23,6 +23,7 @@ import timeit
 import types
 
 import harness
+import machine_env
 import torch
 
 from brrr_compiler import backend
@@ -148,13 +149,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=41)
     args = parser.parse_args()
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     workloads = [("x + 1, 16 floats", add_one, torch.randn(16), {}),
                  ("20 kernels (fusion='none'), 64 floats", chain20, torch.randn(64),
                   {"fusion": "none"})]
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     lines = ["# Profiler events: cost per call without a profiler", "",
-             harness.malloc_env_statement(), "",
+             machine_env.malloc_env_statement(), "",
              f"{os.cpu_count()} cores, load average {load} when it started.", "",
              f"ns per call over {args.rounds} interleaved rounds: medians, and fastest rounds "
              "(noise only adds time), each averaged over two copies of the variant; plain = "

@@ -2,7 +2,8 @@
 
 Machines here are shared and noisy, so every suite compares backends inside one run:
 backends are timed round-robin (`interleaved`), medians are quoted, and achieved bandwidth is
-set beside the streaming bandwidth measured in the same process (`stream_bandwidth`).
+set beside the streaming bandwidth measured in the same process (`stream_bandwidth`). The
+machine's own facts (malloc environment, CPU, caches) are in machine_env.py.
 """
 
 from __future__ import annotations
@@ -10,10 +11,7 @@ from __future__ import annotations
 import argparse
 import ast
 import math
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,13 +20,10 @@ from typing import Callable
 
 import torch
 
+from machine_env import machine_markdown
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-
-# glibc serves allocations >= 32 MB with a fresh mmap that is page-faulted on every call;
-# keeping them on the heap (and never trimming it) makes repeated runs measure the kernel,
-# not the kernel plus first-touch page faults.
-MALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "17179869184"}
 
 # Tolerances for comparing a compiled backend against eager, per output dtype.
 TOLERANCES = {
@@ -42,28 +37,6 @@ if str(REPO_ROOT) not in sys.path:  # lets an uninstalled checkout's brrr_compil
     sys.path.append(str(REPO_ROOT))
 
 
-def malloc_env_is_set() -> bool:
-    return all(os.environ.get(k) == v for k, v in MALLOC_ENV.items())
-
-
-def ensure_malloc_env() -> None:
-    """Re-exec this script with MALLOC_ENV set, unless it already is."""
-    if malloc_env_is_set():
-        return
-    if os.environ.get("BRRR_BENCH_REEXEC"):  # exec'd once already: never loop
-        raise RuntimeError(f"could not set {MALLOC_ENV} by re-exec")
-    env = dict(os.environ, **MALLOC_ENV, BRRR_BENCH_REEXEC="1")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
-
-
-def malloc_env_statement() -> str:
-    settings = " ".join(f"{k}={v}" for k, v in MALLOC_ENV.items())
-    state = "set" if malloc_env_is_set() else "NOT set"
-    return f"glibc malloc env {settings}: {state} for the whole process"
-
-
 def stream_bandwidth(nbytes: int = 256 << 20, rounds: int = 11) -> float:
     """Streaming bandwidth in bytes/s: median over `rounds` of one `dst.copy_(src)`.
 
@@ -74,40 +47,6 @@ def stream_bandwidth(nbytes: int = 256 << 20, rounds: int = 11) -> float:
     dst = torch.empty(n, dtype=torch.float32)
     times = time_fn(dst.copy_, (src,), warmup=2, iters=rounds)
     return 2 * n * 4 / statistics.median(times)
-
-
-def _read_cpu_model() -> str:
-    from brrr_compiler.calibration import cpu_model_name
-    return cpu_model_name(platform.processor() or "unknown")
-
-
-def _read_l3_size() -> str:
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            if (index / "level").read_text().strip() == "3":
-                return (index / "size").read_text().strip()
-        except OSError:
-            continue
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    for line in out.splitlines():
-        if line.startswith("L3 cache:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
-def machine_info() -> dict:
-    return {
-        "cpu": _read_cpu_model(),
-        "cores": len(os.sched_getaffinity(0)),
-        "l3": _read_l3_size(),
-        "torch": torch.__version__,
-        "torch threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "load average at start (1, 5, 15 min)": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
-    }
 
 
 def _sync(args) -> None:
@@ -306,20 +245,6 @@ def peak_memory(fn: Callable, args=(), before: Callable | None = None) -> int:
     return peak
 
 
-def llc_bytes() -> int:
-    """The last-level (L3) cache size in bytes, 0 if unknown."""
-    text = _read_l3_size().replace("(", " ").split()
-    if not text or text[0] == "unknown":
-        return 0
-    units = {"K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "MB": 1 << 20}
-    number = text[0].rstrip("KMiB")
-    unit = text[0][len(number):] or (text[1] if len(text) > 1 else "")
-    try:
-        return int(float(number) * units.get(unit, 1))
-    except ValueError:
-        return 0
-
-
 def geomean(values) -> float:
     values = [v for v in values if v > 0]
     if not values:
@@ -349,13 +274,6 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     lines += ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
-
-def machine_markdown(extra: dict | None = None) -> str:
-    """A bullet list of machine_info, extra facts and the malloc env statement."""
-    facts = {**machine_info(), **(extra or {})}
-    lines = [f"- {k}: {v}" for k, v in facts.items()]
-    lines.append(f"- {malloc_env_statement()}")
-    return "\n".join(lines)
 
 
 def command_line() -> str:

@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 
 import harness
+import machine_env
 import plots
 from workloads import DESCRIPTIONS, KERNEL_CASES
 
@@ -181,7 +182,7 @@ def _eager_miss(name: str, times: dict, ratio: float) -> str:
 
 def render(args, results: dict, backends: list[str], default_policy: str,
            bandwidths: list[float], plot_notes: list[str], round_s: float) -> str:
-    bandwidth, llc = statistics.median(bandwidths), harness.llc_bytes()
+    bandwidth, llc = statistics.median(bandwidths), machine_env.llc_bytes()
     samples = ", ".join(f"{b / 1e9:.1f}" for b in bandwidths)
     facts = {
         "stream bandwidth (dst.copy_(src), read + write)": f"{bandwidth / 1e9:.1f} GB/s, "
@@ -260,7 +261,7 @@ def plot(results: dict, backends: list[str], bandwidth: float, directory: Path,
          llc: int | None = None) -> list[str]:
     """Write the PNGs; return the lines that name them (or say why they are missing).
     `llc`: the last-level cache of the machine that measured (default this one's)."""
-    llc = harness.llc_bytes() if llc is None else llc
+    llc = machine_env.llc_bytes() if llc is None else llc
     names = ["kernels_speedup.png", "kernels_bandwidth.png"]
     if not plots.available():
         return [plots.missing_note(names)]

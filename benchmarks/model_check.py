@@ -4,7 +4,7 @@ gradient (training) against eager's.
 Each tensor is compared at its own scale (ATOL + RTOL x its largest reference magnitude):
 a whole model sums many terms in another order, so an element's error follows the
 tensor's magnitude, not its own. A tensor outside that is judged against the same step
-run in float64 instead (tests/helpers.py's rule: no further from float64 than twice
+run in float64 instead (brrr_compiler/accuracy.py's rule: no further from float64 than twice
 eager's own error, plus one unit): through fifty BatchNorms in training, eager itself
 can be off by a percent, and a mathematically zero gradient (a bias whose shift the next
 BatchNorm removes) is rounding noise in every backend.
@@ -17,6 +17,7 @@ import copy
 import torch
 
 import harness
+from brrr_compiler.accuracy import REFERENCE_TOL, within_eager_error
 from model_case import WithLoss
 
 RTOL, ATOL = 1e-3, 1e-4
@@ -55,8 +56,6 @@ def float64_first(case, mode: str, base_model, inputs, target):
 def verdict(out, ref, float64=None) -> tuple[float, str]:
     """(max absolute error, "ok" | "ok against float64" | "mismatch"). `float64()` gives
     the float64 first call, computed only when a tensor misses eager's tolerance."""
-    from tests.helpers import REFERENCE_TOL, _within_eager_error
-
     err = harness.max_abs_error(out, ref)
     outs, refs = _leaves(out), _leaves(ref)
     if len(outs) != len(refs) or any(a.shape != e.shape for a, e in zip(outs, refs)):
@@ -68,6 +67,6 @@ def verdict(out, ref, float64=None) -> tuple[float, str]:
     if len(r64) != len(refs):
         return err, "mismatch"
     tol = REFERENCE_TOL[torch.float32]
-    if all(_within_eager_error(outs[i], refs[i], r64[i], tol) for i in missed):
+    if all(within_eager_error(outs[i], refs[i], r64[i], tol) for i in missed):
         return err, "ok against float64"
     return err, "mismatch"

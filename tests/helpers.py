@@ -11,23 +11,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 from torch.utils._pytree import tree_flatten
 
+from brrr_compiler.accuracy import LOW_PRECISION_TOL, within_eager_error
 from brrr_compiler.backend import brrr_backend
 from brrr_compiler.capture import decomposition_table
 from brrr_compiler.kernel_eval import run_kernel
 from brrr_compiler.kernel_verify import verify
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import GreedyPolicy, partition
-
-# fused kernels keep intermediates in float32 where eager rounds after every op, so a
-# chain drifts by a few units in the last place of the low-precision type
-LOW_PRECISION_TOL = {
-    torch.float16: dict(atol=1e-2, rtol=1e-2),
-    torch.bfloat16: dict(atol=5e-2, rtol=5e-2),
-}
-# the dtypes a float64 run of the same program can judge (check_against_eager's
-# `reference`), with the tolerance added to twice eager's own error
-REFERENCE_TOL = {**LOW_PRECISION_TOL, torch.float32: dict(atol=1e-5, rtol=1.3e-6),
-                 torch.float64: dict(atol=1e-5, rtol=1.3e-6)}
 
 # ATen calls that move no data: allowed next to a fused kernel
 ALIAS_OPS = ("aten.detach.", "aten.alias.", "aten.view.", "aten._unsafe_view.", "aten.t.",
@@ -73,24 +63,6 @@ def _same_layout(a: torch.Tensor, e: torch.Tensor) -> bool:
     return all(sa == se for n, sa, se in zip(e.shape, a.stride(), e.stride()) if n > 1)
 
 
-def _within_eager_error(a, e, r, tol) -> bool:
-    """`a` is as close to the float64 reference `r` as eager's `e` is: its worst error,
-    in units of the dtype's tolerance at each element, is at most twice eager's plus
-    one. A fused chain that rounds once (low-precision values kept in float32), or sums
-    in another order, is not eager's bits but no worse than eager."""
-    if r is None or e.dtype not in REFERENCE_TOL:
-        return False
-    a, e, r = (t.detach().to(torch.float64) for t in (a, e, r))
-    unit = tol["atol"] + tol["rtol"] * r.abs()
-    both_nan = a.isnan() & (e.isnan() | r.isnan())
-    same = (a == e) | both_nan
-    err_a = torch.where(same, 0.0, (a - r).abs() / unit)
-    err_e = torch.where(e.isnan() | r.isnan(), 0.0, (e - r).abs() / unit)
-    if not bool(torch.isfinite(err_a).all()) or a.numel() == 0:
-        return a.numel() == 0
-    return bool(err_a.max() <= 2 * err_e.max() + 1)
-
-
 def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=None) -> None:
     actual, expected = _tensors(actual), _tensors(expected)
     reference = _tensors(reference) if reference is not None else []
@@ -105,7 +77,7 @@ def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=N
                          msg=lambda m, i=i: f"{what} {i} differs from eager:\n{m}")
         except AssertionError:
             if a.dtype != e.dtype or a.shape != e.shape or \
-                    not _within_eager_error(a, e, r, REFERENCE_TOL.get(e.dtype)):
+                    not within_eager_error(a, e, r):
                 raise
         if strides:
             assert _same_layout(a, e), \

@@ -1,5 +1,5 @@
 """Code hygiene the design asks for: imports run one way down the pipeline, no import
-cycles, every module has a place, source files stay small.
+cycles, every module has a place, source, test and benchmark files stay small.
 
 The import graph is read from the source (every import statement, a function's lazy
 ones included: they are dependencies too). Importing `pkg.mod` also runs `pkg`'s
@@ -22,7 +22,8 @@ STAGES = {
 }
 # imported by anyone; they import only each other
 LEAVES = ["config", "config_checks", "ops", "scalar_ops", "log", "torch_logs", "symbolic",
-          "debug", "report", "kernel_ir", "kernel_verify", "kernel_eval", "reduction_spec"]
+          "debug", "report", "kernel_ir", "kernel_verify", "kernel_eval", "reduction_spec",
+          "accuracy"]
 # the driver and the tools around the pipeline: they import anything, nothing imports them
 TOP = ["__init__", "backend", "explain", "graph_report", "cli", "cli_cache", "demo",
        "calibration", "autotune_plan"]
@@ -135,7 +136,17 @@ def test_the_rules_find_what_they_forbid():
     assert len(against_the_pipeline(bad)) == 3 and not against_the_pipeline(ok)
 
 
+def _too_big(paths) -> dict[str, int]:
+    return {str(p.relative_to(ROOT)): n for p in paths
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+
+
 def test_source_files_stay_small():
-    big = {str(p.relative_to(ROOT)): n for p in MODULES.values()
-           if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    big = _too_big(MODULES.values())
     assert not big, f"split these along the pipeline's seams (> {MAX_LINES} lines): {big}"
+
+
+def test_test_and_benchmark_files_stay_small():
+    """tests/ mirrors the modules, benchmarks/ the suites: split along the same seams."""
+    big = _too_big([p for folder in ("tests", "benchmarks") for p in (ROOT / folder).rglob("*.py")])
+    assert not big, f"split these along their seams (> {MAX_LINES} lines): {big}"

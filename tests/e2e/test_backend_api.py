@@ -28,8 +28,11 @@ def _inputs():
             torch.randn(6, 4, generator=gen, requires_grad=True))
 
 
-def test_backend_by_name_in_fresh_interpreter(tmp_path):
-    """The torch_dynamo_backends entry point finds brrr; nothing imports it first."""
+@pytest.fixture(scope="module")
+def fresh_interpreter(tmp_path_factory):
+    """(stdout, stderr, dump dir) of one fresh interpreter that compiles by name, then
+    trains: the two tests below read it (one interpreter start, not two)."""
+    tmp = tmp_path_factory.mktemp("fresh-interpreter")
     script = textwrap.dedent("""
         import sys
         import torch
@@ -41,36 +44,38 @@ def test_backend_by_name_in_fresh_interpreter(tmp_path):
         torch.testing.assert_close(torch.compile(f, backend="brrr")(x), f(x))
         assert "brrr_compiler.backend" in sys.modules
         print("BRRR_BY_NAME_OK")
-    """)
-    env = dict(os.environ, PYTHONPATH=str(REPO), BRRR_DEBUG_DIR=str(tmp_path / "dumps"))
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "BRRR_BY_NAME_OK" in proc.stdout, proc.stderr[-3000:]
-    assert list((tmp_path / "dumps").glob("run_*/*/kernels.cpp")), "brrr made no kernel"
 
-
-def test_training_step_leaves_inductor_unimported(tmp_path):
-    """The joint graph's CSE is brrr's own (capture.py's note): a training step imports
-    none of inductor's pattern matcher, whose import alone costs about a second."""
-    script = textwrap.dedent("""
-        import sys
-        import torch
         lin = torch.nn.Linear(6, 4)
-        def f(x):
+        def g(x):
             return torch.sin(lin(x) * 2 + 1).sum() + torch.sin(lin(x) * 2 + 1).mean()
         x = torch.randn(8, 6, requires_grad=True)
-        f(x).backward()
+        g(x).backward()
         expected = x.grad.clone()
         x.grad = None
-        torch.compile(f, backend="brrr")(x).backward()
+        torch.compile(g, backend="brrr")(x).backward()
         torch.testing.assert_close(x.grad, expected)
         assert "torch._inductor.pattern_matcher" not in sys.modules
         print("NO_INDUCTOR_OK")
     """)
-    env = dict(os.environ, PYTHONPATH=str(REPO), BRRR_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+    env = dict(os.environ, PYTHONPATH=str(REPO), BRRR_DEBUG_DIR=str(tmp / "dumps"),
+               BRRR_CACHE_DIR=str(tmp / "cache"))
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp, env=env,
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "NO_INDUCTOR_OK" in proc.stdout, proc.stderr[-3000:]
+    return proc.stdout, proc.stderr, tmp / "dumps"
+
+
+def test_backend_by_name_in_fresh_interpreter(fresh_interpreter):
+    """The torch_dynamo_backends entry point finds brrr; nothing imports it first."""
+    out, err, dumps = fresh_interpreter
+    assert "BRRR_BY_NAME_OK" in out, err[-3000:]
+    assert list(dumps.glob("run_*/*/kernels.cpp")), "brrr made no kernel"
+
+
+def test_training_step_leaves_inductor_unimported(fresh_interpreter):
+    """The joint graph's CSE is brrr's own (capture.py's note): a training step imports
+    none of inductor's pattern matcher, whose import alone costs about a second."""
+    out, err, _ = fresh_interpreter
+    assert "NO_INDUCTOR_OK" in out, err[-3000:]
 
 
 DOCUMENTED_KEYS = ("fusion", "cache_dir", "debug_dir", "cxx", "num_threads", "passes")

@@ -1,29 +1,22 @@
 """Edge inputs: brrr gives eager's answer, or eager's error, on the inputs models meet.
 
 0-size and 0-dim tensors through reductions and norms; channels_last and overlapping
-(as_strided) inputs; inputs that alias each other; inputs mutated in place; outputs that
-are views of inputs; integer and bool reductions; NaN, inf and -0.0 through reductions
-and softmax; recompiling for a new dtype; out-of-range indices raising like eager; and
-(opt-in, `-m slow`) more than 2^31 elements. Pointwise chains over layouts, dtypes and
-special values are in test_pointwise_zoo.py.
+(as_strided) inputs; integer and bool reductions; NaN, inf and -0.0 through reductions
+and softmax; recompiling for a new dtype; out-of-range indices raising like eager.
+Inputs that alias each other, are mutated in place or come back as views are in
+test_aliased_inputs.py; streamed outputs and (opt-in, `-m slow`) more than 2^31 elements
+in test_large_inputs.py. Pointwise chains over layouts, dtypes and special values are in
+test_pointwise_zoo.py.
 """
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
+from tests.e2e.graph_checks import has_kernel, randn
 from tests.helpers import check_against_eager, clone_input
 
 aten = torch.ops.aten
-
-
-def _randn(*shape, dtype=torch.float32, seed=0, grad=True):
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=gen, dtype=dtype).requires_grad_(grad and dtype.is_floating_point)
-
-
-def _has_kernel(graphs) -> bool:
-    return any(g.kernels for g in graphs)
 
 
 # ---- 0-size and 0-dim --------------------------------------------------------------
@@ -40,7 +33,7 @@ ZERO_SIZE = {
 
 @pytest.mark.parametrize("shape", list(ZERO_SIZE.values()), ids=list(ZERO_SIZE))
 def test_zero_size_reductions(shape):
-    x = _randn(*shape)
+    x = randn(*shape)
     if shape[-1] == 0:
         fn = lambda x: (x.sum(-1), x.mean(-1), x.sum(0) + 1, torch.softmax(x, -1) * 2)  # noqa: E731
     else:
@@ -53,39 +46,39 @@ def test_zero_size_amax_raises_like_eager():
 
 
 def test_zero_size_norms_and_losses():
-    x, w, b = _randn(0, 8), _randn(8, seed=1), _randn(8, seed=2)
+    x, w, b = randn(0, 8), randn(8, seed=1), randn(8, seed=2)
     check_against_eager(lambda x, w, b: F.layer_norm(x, (8,), w, b) * 2 + F.gelu(x), x, w, b)
     target = torch.zeros(0, dtype=torch.long)
-    check_against_eager(lambda x: F.cross_entropy(x, target, reduction="sum"), _randn(0, 8))
+    check_against_eager(lambda x: F.cross_entropy(x, target, reduction="sum"), randn(0, 8))
 
 
 def test_zero_dim_inputs():
-    x, y = _randn(seed=3), _randn(6, seed=4)
+    x, y = randn(seed=3), randn(6, seed=4)
 
     def fn(x, y):
         return (x * y).sum(), (x.exp() + y).amax(), torch.softmax(y * x, 0), x.sum(), x.amax()
 
     graphs = check_against_eager(fn, x, y)
-    assert _has_kernel(graphs)
+    assert has_kernel(graphs)
 
 
 # ---- layouts: channels_last, overlapping strides, expanded ---------------------------
 
 def test_channels_last_norm_and_pointwise():
-    x = _randn(2, 6, 5, 4, grad=False).to(memory_format=torch.channels_last).requires_grad_()
-    w, b = _randn(6, seed=1), _randn(6, seed=2)
+    x = randn(2, 6, 5, 4, grad=False).to(memory_format=torch.channels_last).requires_grad_()
+    w, b = randn(6, seed=1), randn(6, seed=2)
 
     def fn(x, w, b):
         y = F.group_norm(x, 3, w, b)
         return F.silu(y) + x.mean(1, keepdim=True), torch.softmax(x, 1)
 
     graphs = check_against_eager(fn, x, w, b)
-    assert _has_kernel(graphs)
+    assert has_kernel(graphs)
 
 
 def test_overlapping_strides_input():
     """as_strided windows overlap: element (i, j) is base[i + j]."""
-    base = _randn(20, grad=False)
+    base = randn(20, grad=False)
     x = base.as_strided((8, 6), (1, 1), 2).requires_grad_()   # a leaf with overlapping strides
     x = clone_input(x).requires_grad_()
     assert x.stride() == (1, 1)
@@ -97,14 +90,14 @@ def test_overlapping_as_strided_inside_graph():
         win = base.as_strided((7, 5), (2, 1), 1)
         return torch.softmax(win * 3, -1), win.sum(0)
 
-    check_against_eager(fn, _randn(40))
+    check_against_eager(fn, randn(40))
 
 
 def test_expanded_and_broadcast_reduction_inputs():
-    x = _randn(7, 1, grad=False).expand(7, 9).requires_grad_()
+    x = randn(7, 1, grad=False).expand(7, 9).requires_grad_()
     x = clone_input(x).requires_grad_()
     assert x.stride() == (1, 0)
-    y = _randn(9, seed=5)
+    y = randn(9, seed=5)
     check_against_eager(lambda x, y: (torch.softmax(x + y, -1), (x * y).sum(0)), x, y)
 
 
@@ -115,8 +108,8 @@ def test_reduced_value_broadcast_along_another_dim_of_a_square():
     def fn(w, b):
         return b * w.sum(0).unsqueeze(-1) - w, torch.softmax(w, 0).t() * w.amax(0, keepdim=True)
 
-    check_against_eager(fn, _randn(5, 5), _randn(5, 5, seed=1), allow_fallback=True)
-    x1, x2 = _randn(5, 5, seed=2), _randn(5, 5, seed=3)
+    check_against_eager(fn, randn(5, 5), randn(5, 5, seed=1), allow_fallback=True)
+    x1, x2 = randn(5, 5, seed=2), randn(5, 5, seed=3)
     check_against_eager(lambda a, b: torch.cdist(a, b, 2.0, "use_mm_for_euclid_dist"), x1, x2,
                         allow_fallback=True)
 
@@ -129,106 +122,11 @@ def test_kernels_linked_through_another_kernel_run_in_order():
         a, b = x.sin(), x.cos()
         return (a @ w) + b, a * b
 
-    graphs = check_against_eager(fn, _randn(6, 6), _randn(6, 6, seed=1))
-    assert _has_kernel(graphs)
+    graphs = check_against_eager(fn, randn(6, 6), randn(6, 6, seed=1))
+    assert has_kernel(graphs)
     index = torch.tensor([0])
     check_against_eager(lambda x, s: x.index_reduce(0, index, s, "prod", include_self=False),
-                        _randn(), _randn(seed=1))
-
-
-# ---- aliasing, mutation, views -------------------------------------------------------
-
-def _run_both(fn, make_args):
-    """(eager outputs, eager args after the call), (brrr outputs, brrr args after)."""
-    torch._dynamo.reset()
-    eager_args, brrr_args = make_args(), make_args()
-    expected = fn(*eager_args)
-    actual = torch.compile(fn, backend="brrr")(*brrr_args)
-    torch._dynamo.reset()
-    return (expected, eager_args), (actual, brrr_args)
-
-
-def _assert_same(a, b):
-    for x, y in zip(a if isinstance(a, (tuple, list)) else [a],
-                    b if isinstance(b, (tuple, list)) else [b]):
-        if isinstance(y, torch.Tensor):
-            assert_close(x, y, equal_nan=True)
-
-
-def test_same_tensor_passed_twice():
-    def make():
-        t = _randn(6, 5, grad=False)
-        return t, t
-
-    (exp, _), (act, _) = _run_both(lambda a, b: (a * b + a).sum(-1) + b.amax(-1), make)
-    _assert_same(act, exp)
-
-
-def test_inputs_are_overlapping_views_of_one_buffer():
-    def make():
-        base = _randn(8, 6, grad=False)
-        return base[1:], base[:-1].t(), base
-
-    fn = lambda a, b, c: (a * 2 + b.t(), torch.softmax(a + c[:-1], -1))  # noqa: E731
-    (exp, _), (act, _) = _run_both(fn, make)
-    _assert_same(act, exp)
-
-
-def test_in_place_mutation_of_inputs():
-    def fn(x, y, stats):
-        x.mul_(2).add_(1)                 # an input mutated in place
-        stats.copy_(x.mean(0))            # written through a reduction
-        y[1:].clamp_(max=0.5)             # a slice of an input mutated
-        return torch.softmax(x * y, -1)
-
-    make = lambda: (_randn(6, 5, grad=False), _randn(6, 5, seed=1, grad=False),  # noqa: E731
-                    torch.zeros(5))
-    (exp, eargs), (act, bargs) = _run_both(fn, make)
-    _assert_same(act, exp)
-    _assert_same(bargs, eargs)
-
-
-def test_in_place_mutation_of_aliased_inputs():
-    def fn(a, b):
-        a.mul_(2)                         # b is a view of a: it sees the update
-        b.add_(1)                         # and a sees b's
-        return b * 2, a.sum()
-
-    def make():
-        base = torch.arange(12.0)
-        return base, base[3:9]
-
-    (exp, eargs), (act, bargs) = _run_both(fn, make)
-    _assert_same(act, exp)
-    _assert_same(bargs, eargs)
-
-
-def test_outputs_that_are_views_of_inputs():
-    def fn(x):
-        return x[1:], x.t(), x.view(-1), x * 2
-
-    make = lambda: (_randn(4, 6, grad=False),)  # noqa: E731
-    (exp, eargs), (act, bargs) = _run_both(fn, make)
-    _assert_same(act, exp)
-    for out in act[:3]:
-        assert out.untyped_storage().data_ptr() == bargs[0].untyped_storage().data_ptr(), \
-            "a view of an input came back as a copy"
-    for out, ref in zip(act, exp, strict=True):
-        assert out.stride() == ref.stride() and out.storage_offset() == ref.storage_offset()
-
-
-def test_view_output_then_mutated():
-    def fn(x):
-        v = x[:, 1:]
-        v.mul_(3)
-        return v, x.sum()
-
-    make = lambda: (_randn(3, 4, grad=False),)  # noqa: E731
-    (exp, eargs), (act, bargs) = _run_both(fn, make)
-    _assert_same(act, exp)
-    _assert_same(bargs, eargs)
-    act[0].add_(1)                        # still a view: writes show through
-    assert_close(bargs[0][:, 1:], act[0])
+                        randn(), randn(seed=1))
 
 
 # ---- integer and bool ----------------------------------------------------------------
@@ -259,7 +157,7 @@ def test_integer_overflow_wraps_like_eager():
 def test_bool_promotion_in_pointwise_and_reduction():
     gen = torch.Generator().manual_seed(1)
     m = torch.rand(7, 11, generator=gen) > 0.5
-    x = _randn(7, 11)
+    x = randn(7, 11)
     check_against_eager(lambda m, x: (m * x + m, (m & (x > 0)).sum(-1), m.float().mean(0)), m, x)
 
 
@@ -287,7 +185,7 @@ def _special_reductions(x):
 def test_nan_inf_negative_zero_reductions(dtype):
     x = SPECIAL_ROWS.to(dtype)
     graphs = check_against_eager(lambda x: _special_reductions(x * 1), x, grad=False)
-    assert _has_kernel(graphs)
+    assert has_kernel(graphs)
 
 
 def test_signed_zero_through_where_clamp_and_amin():
@@ -372,7 +270,7 @@ def test_cross_entropy_out_of_range_target_raises():
 
 
 def test_ignore_index_and_valid_targets_still_match():
-    x = _randn(6, 5)
+    x = randn(6, 5)
     t = torch.tensor([0, -100, 4, 2, -100, 1])
     check_against_eager(lambda x: F.cross_entropy(x * 2, t), x)
     check_against_eager(lambda x: F.cross_entropy(x, t, reduction="none"), x)
@@ -387,78 +285,9 @@ def test_shape_mismatch_raises():
     _raises_like_eager(lambda x, y: (x * 2 + y).sum(), torch.randn(3, 4), torch.randn(5))
 
 
-# ---- more than 2^31 elements (64-bit indexing) ---------------------------------------
-# eager is the oracle here too, but run on slices: eager's own sum of a 2 G-element int8
-# or bool tensor makes an int64 copy (17 GB)
-
-def _compiled_once(fn, x):
-    torch._dynamo.reset()
-    out = torch.compile(fn, backend="brrr")(x)
-    torch._dynamo.reset()
-    return out
-
-
-@pytest.mark.slow
-def test_more_than_2_31_elements():
-    """~2.2 G int8 elements (2.2 GB): offsets past 2^31 need int64 indices."""
-    n = 2**31 + 4099
-    x = torch.ones(n, dtype=torch.int8)
-    x[-3:] = torch.tensor([5, -7, 9], dtype=torch.int8)
-    x[2**31 - 1] = 4
-
-    tail = _compiled_once(lambda x: (x * 2 + 1)[-5:], x)
-    assert torch.equal(tail, x[-5:] * 2 + 1)
-    count = _compiled_once(lambda x: (x != 1).sum(), x)
-    assert torch.equal(count, sum((c != 1).sum() for c in x.split(2**28)))
-
-
-@pytest.mark.slow
-def test_more_than_2_31_elements_2d_reduction():
-    """Rows whose flat offsets pass 2^31: per-row reductions over [2^16 + 1, 2^15]."""
-    x = torch.zeros(2**16 + 1, 2**15, dtype=torch.int8)
-    x[-1, -1] = 3
-    x[-2, 7] = -4
-
-    def fn(x):
-        return (x + 1).amax(-1), x.sum(-1, dtype=torch.int32)
-
-    got = _compiled_once(fn, x)
-    rows = [fn(c) for c in x.split(4096)]
-    for i, g in enumerate(got):
-        assert torch.equal(g, torch.cat([r[i] for r in rows]))
-
-
 def test_views_absorbed_still_match_eager():
     def fn(x, w):
         y = x @ w
         return y[:, ::2] * y[:, 1::2] + x.t()[:4, :4].exp()
 
     check_against_eager(fn, torch.randn(4, 8).requires_grad_(), torch.randn(8, 8).requires_grad_())
-
-
-@pytest.mark.parametrize("fn", [lambda x: x * 2 - x.abs(),
-                                lambda x: x * torch.rsqrt((x * x).mean(-1, True) + 1e-6)],
-                         ids=["pointwise", "rows"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
-def test_streamed_outputs_match_eager(fn, dtype):
-    """Outputs over 32 MB are written with streaming stores (cpp_stream.py); 2049 columns
-    put most rows off the 64-byte alignment, so heads and tails take plain stores."""
-    x = torch.randn(4100, 2049).to(dtype)
-    x[7, 3] = float("nan")
-    check_against_eager(fn, x, grad=False)
-
-
-def test_streamed_tiled_transpose_matches_eager():
-    """The tiled schedule streams its output a tile row at a time (cpp_tiled.py); odd
-    sizes leave partial tiles at both edges."""
-    x, y = torch.randn(4100, 2049), torch.randn(2049, 4100)
-    y[5, 9] = float("nan")
-    check_against_eager(lambda a, b: (a + b.t()) * 0.5, x, y, grad=False)
-
-
-def test_prefetched_column_sums_match_eager():
-    """Column sums over inputs past the L2 prefetch rows ahead (cpp_outer_reduce.py); the
-    last rows have nothing ahead of them, and NaN still propagates down its column."""
-    x = torch.rand(3000, 1100)
-    x[2995, 7] = float("nan")
-    check_against_eager(lambda a: (a * 2).sum(0), x, grad=False)

@@ -23,6 +23,7 @@ from brrr_compiler import log as brrr_log
 from brrr_compiler.backend import brrr_backend
 from brrr_compiler.runtime import triton_launch
 from tests.e2e import test_pointwise_zoo as zoo
+from tests.e2e.test_cat_and_slices import rotary, rotary_inputs
 from tests.helpers import check_against_eager
 
 # the interpreter evaluates masked-off lanes too (log(0), 0/0): numpy warns, harmlessly
@@ -88,7 +89,7 @@ def test_transposed_inputs_2d_tile(interpreter):
 def test_rotary_cat_keeps_one_masked_block(interpreter):
     """The C++ printer splits cat's innermost loop (lower/split.py); Triton keeps the one
     block of clamped loads and selects, which its masked lanes handle."""
-    graphs = check(zoo.rotary, *zoo.rotary_inputs((1, 4, 2, 10)), atol=0, rtol=0)
+    graphs = check(rotary, *rotary_inputs((1, 4, 2, 10)), atol=0, rtol=0)
     assert "tl.minimum(" in graphs[0].source and "tl.where(" in graphs[0].source
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)

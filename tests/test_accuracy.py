@@ -1,0 +1,64 @@
+"""The accuracy rule (brrr_compiler/accuracy.py) that the tests, the model suite and
+`brrr demo` judge compiled results by: eager's tolerance of eager, else no further from
+a float64 run than eager is. Here on the demo's chain of ten transcendental functions,
+without compiling: a result as accurate as eager's passes however it rounds, and one
+off by more than eager's error fails even where eager's tolerance would let it through
+a looser bound."""
+import torch
+
+from brrr_compiler import demo
+from brrr_compiler.accuracy import matches, within_eager_error
+
+
+def _chain(n=256):
+    x, y = demo._randn(n, n, seed=5), demo._randn(n, n, seed=6)
+    return demo.chain10(x, y), demo.chain10(x.double(), y.double())
+
+
+def _off_by(t, err, every):
+    """`t` with `err` added to every `every`-th element (a kernel wrong on a few lanes)."""
+    bad = t.clone()
+    bad.view(-1)[::every] += err
+    return bad
+
+
+def test_eagers_own_bits_and_the_exact_rounding_pass():
+    eager, exact = _chain()
+    assert matches(eager, eager, exact)
+    assert matches(exact.float(), eager, exact)       # rounded once: closer than eager
+
+
+def test_a_result_off_on_a_few_elements_fails():
+    """2e-5 on 1% of the elements (the size of the demo's one reported mismatch): more
+    than eager's tolerance, and far more than eager's error against float64."""
+    eager, exact = _chain()
+    assert not matches(_off_by(eager, 2e-5, 97), eager, exact)
+    assert not matches(_off_by(eager, float("nan"), 997), eager, exact)
+
+
+def test_an_inaccurate_eager_does_not_fail_an_accurate_result():
+    """Eager itself off by 3e-5 on some elements (another libm): brrr's correctly rounded
+    result misses eager's tolerance but is closer to float64, so it passes; brrr as far
+    off as eager passes too, and further off does not."""
+    _, exact = _chain()
+    eager = _off_by(exact.float(), 3e-5, 89)
+    assert matches(exact.float(), eager, exact)
+    assert within_eager_error(_off_by(exact.float(), -3e-5, 89), eager, exact)
+    assert not matches(_off_by(exact.float(), 1e-4, 89), eager, exact)
+
+
+def test_shape_dtype_and_missing_reference_fail():
+    eager, exact = _chain(8)
+    assert not matches(eager[:4], eager, exact)
+    assert not matches(eager.double(), eager, exact)
+    assert not within_eager_error(_off_by(eager, 1e-3, 3), eager, None)
+
+
+def test_demo_check_judges_every_output(capsys):
+    eager, exact = _chain(64)
+    assert demo.check("output", (eager, eager * 2), (eager, eager * 2), (exact, exact * 2))
+    assert "matches" in capsys.readouterr().out
+    wrong = (eager, _off_by(eager * 2, 1e-4, 5))
+    assert not demo.check("output", wrong, (eager, eager * 2), (exact, exact * 2))
+    assert "MISMATCH" in capsys.readouterr().out
+    assert not demo.check("output", (eager,), (eager, eager * 2), (exact, exact * 2))
