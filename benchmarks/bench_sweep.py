@@ -37,6 +37,7 @@ import torch  # noqa: E402
 from torch.utils._pytree import tree_flatten, tree_unflatten  # noqa: E402
 
 import harness  # noqa: E402
+import machine_env  # noqa: E402
 from benchmarks import bench_patterns  # noqa: E402
 from benchmarks.bench_sweep_report import render  # noqa: E402
 from workloads import bytes_moved  # noqa: E402
@@ -97,7 +98,7 @@ def time_case(fn, tensors, rounds: int) -> dict:
     floor = torch.compile(fn, backend=harness.dynamo_floor, dynamic=False)
     floor(*tensors)
     nbytes = bytes_moved(tensors, ref)
-    if nbytes > harness.llc_bytes():
+    if nbytes > machine_env.llc_bytes():
         floor = harness.Primed(floor, fn)
     fns = {"eager": fn, harness.FLOOR: floor, "brrr": brrr}
     iters = harness.iters_for(fn, tensors, bench_patterns.TARGET_ROUND_S)
@@ -169,7 +170,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> None:
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
