@@ -282,21 +282,6 @@ def test_mvec_probe_is_consistent(tmp_path, toolchain):
         assert subprocess.run(cmd, capture_output=True).returncode != 0
 
 
-def test_a_brrr_with_other_flags_does_not_reuse_an_older_probe_record(tmp_path, toolchain,
-                                                                      monkeypatch):
-    """The record on disk is keyed by the flag sets brrr tries: after an upgrade that
-    changes them (as -fno-trapping-math did), the compiler is probed again."""
-    from brrr_compiler.runtime import toolchain as tc_module
-    monkeypatch.setattr(tc_module, "_probed", {})
-    find_toolchain(toolchain.cxx, str(tmp_path))
-    monkeypatch.setattr(tc_module, "_FLAG_SETS", tc_module._FLAG_SETS + (("-O2",),))
-    monkeypatch.setattr(tc_module, "_probed", {})
-    probes = []
-    monkeypatch.setattr(tc_module, "_probe", lambda cxx: probes.append(cxx) or toolchain)
-    find_toolchain(toolchain.cxx, str(tmp_path))
-    assert probes == [toolchain.cxx] and len(list(tmp_path.glob("toolchain-*.json"))) == 2
-
-
 def test_probe_result_is_kept_in_the_cache_dir(tmp_path, toolchain, monkeypatch):
     """A later process (here: an emptied in-process table) reads the probe from disk;
     a damaged record is probed again."""

@@ -195,3 +195,18 @@ def test_info_reports_an_untrusted_dir(tmp_path):
     os.chmod(tmp_path, 0o777)
     assert "writable by group and others" in cache.info(str(tmp_path), 0).problem
     assert cache.info(str(tmp_path / "not-yet"), 0).problem is None
+
+
+def test_a_brrr_with_other_flags_does_not_reuse_an_older_probe_record(tmp_path, toolchain,
+                                                                      monkeypatch):
+    """The record on disk is keyed by the flag sets brrr tries: after an upgrade that
+    changes them (as -fno-trapping-math did), the compiler is probed again."""
+    tc_module = toolchain_mod
+    monkeypatch.setattr(tc_module, "_probed", {})
+    toolchain_mod.find_toolchain(toolchain.cxx, str(tmp_path))
+    monkeypatch.setattr(tc_module, "_FLAG_SETS", tc_module._FLAG_SETS + (("-O2",),))
+    monkeypatch.setattr(tc_module, "_probed", {})
+    probes = []
+    monkeypatch.setattr(tc_module, "_probe", lambda cxx: probes.append(cxx) or toolchain)
+    toolchain_mod.find_toolchain(toolchain.cxx, str(tmp_path))
+    assert probes == [toolchain.cxx] and len(list(tmp_path.glob("toolchain-*.json"))) == 2
