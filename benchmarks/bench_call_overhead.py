@@ -26,7 +26,9 @@ import harness
 
 CHAIN = (1, 2, 4, 8, 16)
 VIEWS = (1, 2, 4, 8, 16)
-BACKENDS = ("floor", "aot_floor", "eager", "aot_eager", "inductor", "brrr")
+UNSEGMENTED = "brrr:segments=False"     # each kernel its own ctypes call (the runner before)
+BACKENDS = ("floor", "aot_floor", "eager", "aot_eager", "inductor", UNSEGMENTED, "brrr")
+NONE = {"brrr": {"fusion": "none"}, UNSEGMENTED: {"fusion": "none"}}
 
 
 def add_one(x):
@@ -43,13 +45,23 @@ def chain_of(n: int):
 
 
 def views_of(n: int):
-    """One kernel, then `n` row views of its output, each read by an ATen call (`mv`, which
+    """One kernel, then `n` views of its output, each read by an ATen call (`mv`, which
     brrr never fuses), so the runner builds each view; the mv results go to one kernel."""
-    def views(x, w):
+    def views(x, *ws):
         y = x + 1
-        return sum(torch.mv(y[i].view(4, 4), w) for i in range(n))
+        return sum(torch.mv(y[i].view(4, 4), w) for i, w in enumerate(ws))
     views.__name__ = f"views{n}"
     return views
+
+
+def mvs_of(n: int):
+    """`views_of` without the views: each mv reads the kernel's output itself. The slope of
+    views n minus this one's is the cost of a view."""
+    def mvs(x, *ws):
+        y = x + 1
+        return sum(torch.mv(y, w) for w in ws)
+    mvs.__name__ = f"mvs{n}"
+    return mvs
 
 
 def aot_floor(gm, example_inputs):
@@ -66,9 +78,10 @@ def aot_floor(gm, example_inputs):
 def workloads():
     x = torch.randn(16)
     cases = [("x + 1", add_one, (x,), {}, "-", "-")]
-    cases += [(f"chain {n}", chain_of(n), (x,), {"brrr": {"fusion": "none"}}, n, 0) for n in CHAIN]
-    xv, w = torch.randn(16, 16), torch.randn(4)
-    cases += [(f"views {n}", views_of(n), (xv, w), {}, 2, n) for n in VIEWS]
+    cases += [(f"chain {n}", chain_of(n), (x,), NONE, n, 0) for n in CHAIN]
+    xv = torch.randn(16, 16)
+    cases += [(f"views {n}", views_of(n), (xv, *torch.randn(n, 4)), {}, 2, n) for n in VIEWS]
+    cases += [(f"mvs {n}", mvs_of(n), (xv, *torch.randn(n, 16)), {}, 2, 0) for n in VIEWS]
     return cases
 
 
@@ -88,44 +101,58 @@ def measure(fn, args, options, rounds: int, iters: int) -> dict[str, float]:
     return {b: statistics.median(t) * 1e6 for b, t in times.items()}
 
 
-def fit(rows, key: str) -> tuple[float, float, float]:
-    """(intercept, slope, R^2) of brrr - floor (us) against the column `key`."""
-    pts = [(r[key], r["brrr"] - r["floor"]) for r in rows if isinstance(r[key], int)]
+def fit(rows, key: str, backend: str = "brrr") -> tuple[float, float, float]:
+    """(intercept, slope, R^2) of `backend` - floor (us) against the column `key`."""
+    pts = [(r[key], r[backend] - r["floor"]) for r in rows if isinstance(r[key], int)]
     (slope, intercept), r2 = harness.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
     return intercept, slope, r2
 
 
-def render(rows, chain_fit, view_fit, args) -> str:
+def _fit_line(f, unit: str) -> str:
+    return f"{f[0]:.1f} us per graph + {f[1]:.2f} us per {unit} (R^2 {f[2]:.3f})"
+
+
+def render(rows, args) -> str:
     cols = ["workload", "kernels", "views"] + [f"{b} us" for b in BACKENDS] + \
-        ["brrr - floor us", "brrr - aot_floor us", "brrr / eager"]
+        ["brrr - floor us", "before - floor us", "brrr - aot_floor us", "brrr / before",
+         "brrr / eager"]
     table = []
     for r in rows:
         row = {"workload": r["workload"], "kernels": r["kernels"], "views": r["views"]}
         row.update({f"{b} us": f"{r[b]:.1f}" for b in BACKENDS if b in r})
         row["brrr - floor us"] = f"{r['brrr'] - r['floor']:.1f}"
+        row["before - floor us"] = f"{r[UNSEGMENTED] - r['floor']:.1f}"
         row["brrr - aot_floor us"] = f"{r['brrr'] - r['aot_floor']:.1f}"
+        row["brrr / before"] = f"{r['brrr'] / r[UNSEGMENTED]:.2f}"
         row["brrr / eager"] = f"{r['brrr'] / r['eager']:.2f}"
         table.append(row)
-    notes = [
-        "## Fits of brrr - floor\n",
-        f"- chains (fusion=none): {chain_fit[0]:.1f} us per graph + {chain_fit[1]:.2f} us "
-        f"per kernel (R^2 {chain_fit[2]:.3f})",
-        f"- views (one kernel, n views each read by `mv`): {view_fit[0]:.1f} us + "
-        f"{view_fit[1]:.2f} us per view, the view's `mv` included (R^2 {view_fit[2]:.3f}); "
-        "eager's own slope, the mv and the view it pays too, is "
-        f"{fit_eager(rows):.2f} us per view",
-        "",
-        "Each cell: median over rounds of the median of the round's calls, in us, tensors of "
-        "16 floats, torch.no_grad(). brrr - aot_floor is what brrr's runner adds to "
-        "AOTAutograd's own wrapper.",
-    ]
-    facts = {"rounds x calls per round": f"{args.rounds} x {args.iters}"}
+    chains = [r for r in rows if r["workload"].startswith("chain")]
+    views = [r for r in rows if r["workload"].startswith("views")]
+    mvs = [dict(r, views=int(r["workload"].split()[1])) for r in rows
+           if r["workload"].startswith("mvs")]
+    notes = ["## Fits of time above the floor (least squares)\n"]
+    for b, label in (("brrr", "brrr"), (UNSEGMENTED, "before (`segments=False`)")):
+        if len(chains) > 1:
+            notes.append(f"- {label}, chains (fusion=none): {_fit_line(fit(chains, 'kernels', b), 'kernel')}")
+        if len(views) > 1 and len(mvs) > 1:
+            per_view = fit(views, "views", b)[1] - fit(mvs, "views", b)[1]
+            notes.append(f"- {label}, views: {per_view:.2f} us per view (slope of views n "
+                         "minus slope of mvs n)")
+    if len(views) > 1 and len(mvs) > 1:
+        notes.append(f"- eager, views: {fit_eager(views) - fit_eager(mvs):.2f} us per view "
+                     "(its select and view calls)")
+    notes += ["", "Each cell: median over rounds of the median of the round's calls, in us, "
+              "tensors of 16 floats, torch.no_grad(), one torch thread. before = brrr with "
+              "`segments=False` (each kernel its own ctypes call and tensors, the runner as it "
+              "was). brrr - aot_floor is what brrr's runner adds to AOTAutograd's own wrapper."]
+    facts = {"rounds x calls per round": f"{args.rounds} x {args.iters}",
+             "load average at end (1, 5, 15 min)": ", ".join(f"{x:.1f}" for x in os.getloadavg())}
     return harness.report("Per-call cost above Dynamo's floor", facts,
                           harness.markdown_table(table, cols), ["\n".join(notes)])
 
 
 def fit_eager(rows) -> float:
-    pts = [(r["views"], r["eager"]) for r in rows if r["workload"].startswith("views")]
+    pts = [(r["views"], r["eager"]) for r in rows]  # mvs rows: n carried in "views"
     (slope, _), _ = harness.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
     return slope
 
@@ -145,9 +172,7 @@ def main(argv=None):
         t = measure(fn, fargs, options, args.rounds, args.iters)
         rows.append({"workload": name, "kernels": kernels, "views": views, **t})
         print(name, {k: round(v, 1) for k, v in t.items()}, file=sys.stderr)
-    chain_fit = fit([r for r in rows if r["workload"].startswith("chain")], "kernels")
-    view_fit = fit([r for r in rows if r["workload"].startswith("views")], "views")
-    text = render(rows, chain_fit, view_fit, args)
+    text = render(rows, args)
     harness.publish(args.out, text, args.results_dir)
     (harness.Path(args.results_dir) / args.out.replace(".md", ".json")).write_text(
         json.dumps({"rows": rows, "load": os.getloadavg()}, indent=1))

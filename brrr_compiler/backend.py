@@ -137,7 +137,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     run = guarded_runner(plan, compiled, every_call=cfg.check_strides, strict=cfg.strict,
                          name=name, trampoline_lib=trampoline.load(cfg.cache_dir, cfg.cxx,
                                                                    cfg.cache_max_bytes)
-                         if target == "cpp" and len(compiled) > 1 else None)
+                         if cfg.segments and target == "cpp" and len(compiled) > 1 else None)
     runner = run.runner
     dumps.write("kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
     dumps.write("runner.py", runner.code)
