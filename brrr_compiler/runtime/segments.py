@@ -196,3 +196,19 @@ def _cpu_alloc():
         return _empty_strided_cpu
     except ImportError:  # pragma: no cover - older torch
         return lambda sh, st, dt: torch.empty_strided(sh, st, dtype=dt)
+
+
+def describe(gm: torch.fx.GraphModule) -> str:
+    """The segmented runner `gm` as text for dumps: its code, then each segment's kernels
+    and arena plan ('' when it has no segment)."""
+    calls = [n.target for n in gm.graph.nodes if hasattr(n.target, "brrr_plan")]
+    if not calls:
+        return ""
+    lines = ["", "# What runs: runs of kernels as one native call each (runtime/segments.py)",
+             *("# " + line for line in gm.code.strip("\n").splitlines())]
+    for seg in calls:
+        names = [c.brrr_kernel.name for c in seg.brrr_segment]
+        lines.append(f"# {seg.__name__}: {', '.join(names)}; arena {seg.brrr_arena_bytes} bytes")
+        lines += [f"#   {p.name}: bytes [{p.offset}, {p.offset + p.nbytes}), written by "
+                  f"{names[p.written]}, last read by {names[p.last_read]}" for p in seg.brrr_plan]
+    return "\n".join(lines) + "\n"

@@ -130,3 +130,21 @@ def _fake_run(kernels):
     for item, (_, readers) in zip(items, kernels):
         item.users = {calls[r]: None for r in readers}
     return calls, set(items)
+
+
+def test_segments_off_calls_each_kernel(runs):
+    check_against_eager(_chain, torch.randn(16), options={**NONE, "segments": False},
+                        grad=False)
+    assert not _segment_calls(runs[-1])
+    assert runs[-1].segmented is runs[-1].runner
+    assert runs[-1].runner.code.count("brrr_k") == 4
+
+
+def test_the_runner_dump_shows_segments_and_their_plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRRR_DEBUG_DIR", str(tmp_path))
+    check_against_eager(_chain, torch.randn(16), options=NONE, grad=False)
+    (dump,) = tmp_path.glob("run_*/*/runner.py")
+    text = dump.read_text()
+    assert "brrr_k0_mul(" in text                     # the runner with one call per kernel
+    assert "# segment0: k0_mul, k1_mul, k2_mul, k3_mul; arena 128 bytes" in text
+    assert "#   mul_2: bytes [0, 64), written by k2_mul, last read by k3_mul" in text
