@@ -30,7 +30,7 @@ from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import PolicyError, partition
-from brrr_compiler.runtime import cache, script, toolchain, triton_launch
+from brrr_compiler.runtime import cache, script, segments, toolchain, trampoline, triton_launch
 from brrr_compiler.runtime.autotune import Autotuner
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
@@ -135,10 +135,12 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     else:
         compiled, source = build_kernels(kernels, specs, cfg, threads, printed)
     run = guarded_runner(plan, compiled, every_call=cfg.check_strides, strict=cfg.strict,
-                         name=name)
+                         name=name, trampoline_lib=trampoline.load(cfg.cache_dir, cfg.cxx,
+                                                                   cfg.cache_max_bytes)
+                         if cfg.segments and target == "cpp" and len(compiled) > 1 else None)
     runner = run.runner
     dumps.write("kernels.cpp" if target == "cpp" else "kernels_triton.py", source)
-    dumps.write("runner.py", runner.code)
+    dumps.write("runner.py", lambda: runner.code + segments.describe(run.segmented))
     if reference is not None:
         dumps.write(f"{name}.py", lambda: script.runnable(
             name, reference, plan.graph.graph, runner, kernels, printed, threads,

@@ -82,6 +82,9 @@ class Config:
     # the graph inputs have the dtypes and strides the compiler assumed (a mismatch is
     # copied into the assumed layout: runtime/meta_check.py)
     check_strides: bool = False
+    # run consecutive kernels of a graph as one native call, their intermediates in one
+    # planned arena (runtime/segments.py); False calls each kernel on its own
+    segments: bool = True
     # check every kernel's IR after lowering (kernel_verify.py; always on with debug_dir)
     verify_ir: bool = False
     # float16/bfloat16 values inside a kernel: "eager" rounds every op's result to its
@@ -133,6 +136,7 @@ _OPTIONS = {
     "passes": (as_passes, None),
     "max_kernel_args": (as_count(1), None),
     "check_strides": (as_bool, "BRRR_CHECK_STRIDES"),
+    "segments": (as_bool, "BRRR_SEGMENTS"),
     "verify_ir": (as_bool, "BRRR_VERIFY_IR"),
     "low_precision": (_choice(*LOW_PRECISION_MODES), "BRRR_LOW_PRECISION"),
     "fold_across_rows": (as_bool, "BRRR_FOLD_ACROSS_ROWS"),

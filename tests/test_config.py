@@ -97,15 +97,15 @@ def test_every_variable_is_read():
               "BRRR_TARGET": "cpp", "BRRR_MODE": "max-autotune", "BRRR_CUDAGRAPHS": "0",
               "BRRR_STRICT": "yes", "BRRR_CHECK_STRIDES": "true", "BRRR_LOW_PRECISION": "eager",
               "BRRR_VERIFY_IR": "1", "BRRR_FOLD_ACROSS_ROWS": "0",
-              "BRRR_AUTOTUNE_MARGIN": "2.5"}
+              "BRRR_AUTOTUNE_MARGIN": "2.5", "BRRR_SEGMENTS": "0"}
     assert set(values) == set(_ENV)
     cfg = build_config(environ=values)
     assert (cfg.fusion, cfg.device, cfg.cache_dir, cfg.cache_max_bytes, cfg.calibration_dir,
             cfg.debug_dir, cfg.cxx, cfg.num_threads, cfg.target, cfg.mode, cfg.cudagraphs,
             cfg.strict, cfg.check_strides, cfg.low_precision, cfg.verify_ir,
-            cfg.fold_across_rows, cfg.autotune_margin) == (
+            cfg.fold_across_rows, cfg.autotune_margin, cfg.segments) == (
         "cost", "h100", "/c", 1 << 20, "/k", "/d", "clang++", 3, "cpp", "max-autotune", False,
-        True, True, "eager", True, False, 2.5)
+        True, True, "eager", True, False, 2.5, False)
 
 
 @pytest.mark.parametrize("mode,measures", [("default", False), ("reduce-overhead", False),

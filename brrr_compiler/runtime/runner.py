@@ -23,6 +23,7 @@ from brrr_compiler.log import fallback
 from brrr_compiler.runtime.meta_check import checker, first_call_checked, spec_of
 from brrr_compiler.runtime.profiling import ProfiledRunner
 from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
+from brrr_compiler.runtime.segments import segment
 from brrr_compiler.symbolic import size_sources
 
 try:
@@ -71,7 +72,9 @@ def make_call(kernel: CompiledKernel, offsets=()):
     ptr = (lambda t: t) if kernel.tensor_args else torch.Tensor.data_ptr
     pointers = _input_pointers(ptr, tuple(offsets))
     static = _static_specs(kernel.out_specs)
-    if static is not None and not kernel.size_vars:
+    if static is not None and not kernel.size_vars and len(static) == 1 and not any(offsets):
+        call = _one_output_call(fn, ptr, _allocator(device), *static[0])
+    elif static is not None and not kernel.size_vars:
         alloc = _allocator(device)
 
         def call(*inputs):
@@ -96,6 +99,16 @@ def make_call(kernel: CompiledKernel, offsets=()):
     call.__module__ = "brrr"
     # what the profiled runner and the runnable dump need to know about this call
     call.brrr_kernel, call.brrr_offsets = kernel, tuple(offsets)
+    return call
+
+
+def _one_output_call(fn, ptr, alloc, shape, stride, dtype):
+    """The common kernel call, one output and no offsets, with no Python frame but its
+    own (a list comprehension and a lambda cost as much as the allocation)."""
+    def call(*inputs):
+        out = alloc(shape, stride, dtype)
+        fn(*map(ptr, inputs), ptr(out))
+        return (out,)
     return call
 
 
@@ -248,17 +261,21 @@ def _expect(graph, node, value, expect):
 
 
 def guarded_runner(plan, compiled: dict[int, CompiledKernel], every_call: bool = False,
-                   strict: bool = False, name: str = "graph"):
+                   strict: bool = False, name: str = "graph", trampoline_lib=None):
     """A boxed callable running `plan`: the checking runner on the first call, then the
     plain one unless the check found a tensor to repair (meta_check.py); with
     `every_call` (option check_strides) the checking runner on every call. `name`: the
-    graph's profiler range (boxed)."""
+    graph's profiler range (boxed). With `trampoline_lib` (trampoline.load), both runners'
+    runs of kernels are segments (segments.py); `.runner` stays the plain runner with one
+    call per kernel (dumps, the runnable script, profiling), `.segmented` what runs."""
     plain = build_runner(plan, compiled, strict=strict)
-    checking = boxed(build_runner(plan, compiled, check=True, strict=strict), name)
-    checking.found = checking.runner.found
-    run = checking if every_call else first_call_checked(checking, boxed(plain, name))
+    fast = segment(plain, trampoline_lib)
+    checks = build_runner(plan, compiled, check=True, strict=strict)
+    checking = boxed(segment(checks, trampoline_lib), name, checks)
+    checking.found = checks.found
+    run = checking if every_call else first_call_checked(checking, boxed(fast, name, plain))
     run._boxed_call = True
-    run.runner = plain
+    run.runner, run.segmented = plain, fast
     return run
 
 
@@ -308,11 +325,12 @@ def _size_arg(graph, env, source):
     return graph.call_function(torch.ops.aten.sym_size.int, (env[node], dim))
 
 
-def boxed(gm: torch.fx.GraphModule, name: str = "graph"):
+def boxed(gm: torch.fx.GraphModule, name: str = "graph", profiled_gm=None):
     """AOTAutograd's boxed calling convention: one list of args, cleared on entry by the
     runner's own (boxed) code. While a profiler runs, the graph is a range `brrr::<name>`
-    and each kernel an event in it (profiling.py; one bool checked per call otherwise)."""
-    forward, profiled = gm.forward, ProfiledRunner(gm, name)
+    and each kernel an event in it (profiling.py; one bool checked per call otherwise):
+    `profiled_gm` (default `gm`) is the runner run then, one call per kernel."""
+    forward, profiled = gm.forward, ProfiledRunner(profiled_gm or gm, name)
 
     def run(args):
         if autograd_profiler._is_profiler_enabled:
