@@ -33,7 +33,7 @@ def _recorder(out: Path, label: list[str]):
     real = backend.lower_plan
 
     def lower_plan(plan, target="cpp", num_threads=1, *args, **kwargs):
-        kernels, _, _ = real(plan, target, num_threads, *args, **kwargs)
+        kernels = real(plan, target, num_threads, *args, **kwargs)[0]
         for i, k in enumerate(kernels.values()):
             stem = out / f"{label[0]}.{i:02d}.{k.name}"
             for n in THREADS:

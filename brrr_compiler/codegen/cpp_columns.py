@@ -32,10 +32,6 @@ class ColumnFolds:
     def __bool__(self) -> bool:
         return bool(self.folds)
 
-    def stored(self) -> set[str]:
-        """Buffers the columns phase stores (never streamed: one row of values)."""
-        return {s.buffer for s in self.phase.body if s.op == "store"} if self.phase else set()
-
     def update(self, s: Stmt) -> str:
         at = self.cexpr(s.index)
         if self.split:

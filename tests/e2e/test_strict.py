@@ -59,9 +59,9 @@ def unlowerable(monkeypatch):
 
 @pytest.fixture
 def broken_build(monkeypatch):
-    real = cpp.kernel_source
-    monkeypatch.setattr(cpp, "kernel_source",
-                        lambda k, n: real(k, n).replace("{", "{\n#error brrr test breaks this\n", 1))
+    real = cpp.print_kernel
+    monkeypatch.setattr(cpp, "print_kernel",
+                        lambda k, sched: real(k, sched).replace("{", "{\n#error brrr test breaks this\n", 1))
 
 
 def test_lowering_fallback_names_the_group_and_reason(unlowerable):
