@@ -2,7 +2,7 @@
 Triton source, into one directory: a refactor of codegen or scheduling compares two
 such directories (`diff -r`) to show the generated code did not change.
 
-    python benchmarks/dump_kernel_sources.py OUT_DIR [--skip-heavy]
+    python benchmarks/dump_kernel_sources.py OUT_DIR [--skip-heavy] [--cases WORD,...]
 
 Each workload is traced and lowered by brrr's own pipeline; nothing is built or timed
 (the graphs then run through ATen). Covers the pointwise trio (workloads.WORKLOADS at 256,
@@ -46,14 +46,14 @@ def _recorder(out: Path, label: list[str]):
     return lower_plan
 
 
-def _cases(skip_heavy: bool):
+def _cases(skip_heavy: bool, words: list[str]):
     sys.path.insert(0, str(Path(__file__).parent))
     import workloads
     for name, case in workloads.KERNEL_CASES.items():
-        if not (skip_heavy and case.heavy):
+        if not (skip_heavy and case.heavy) and (not words or any(w in name for w in words)):
             yield name, case.fn, case.inputs
     for name, w in workloads.WORKLOADS.items():
-        for n in (256, 1024, 4096):
+        for n in (256, 1024, 4096) if not words or any(w in name for w in words) else ():
             yield f"trio {name} {n}", w.fn, lambda w=w, n=n: w.make_inputs(n)
 
 
@@ -61,12 +61,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--skip-heavy", action="store_true")
+    ap.add_argument("--cases", default="", help="only the cases whose names hold one of these")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     label = [""]
     backend.lower_plan = _recorder(out, label)
-    for name, fn, make in _cases(args.skip_heavy):
+    for name, fn, make in _cases(args.skip_heavy, [w for w in args.cases.split(",") if w]):
         for policy in POLICIES:
             label[0] = f"{name}.{policy}".replace(" ", "_")
             inputs = make()

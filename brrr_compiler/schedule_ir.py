@@ -39,6 +39,7 @@ class CppSchedule:
     prefetch: frozenset[str] = frozenset()     # rows/columns: inputs prefetched ahead
     scratch_rows: tuple[tuple[str, str], ...] = ()   # rows: (scratch, output row holding it)
     online: int | None = None        # rows: first of the two phases folded in one walk
+    staged: frozenset[int] = frozenset()   # rows: phases whose chunks stage byte loads
     split_min_red: int = SPLIT_MIN_RED   # rows: a row this long splits when rows are few
     columns_forks: bool | None = None    # rows: does the column folds' phase fork?
 
@@ -63,6 +64,8 @@ class CppSchedule:
             parts.append(f"{self.column_tile} columns per tile")
         if self.online is not None:
             parts.append("max and sum of exps in one walk")
+        if self.staged:
+            parts.append("masks staged as int32")
         for label, names in (("streams", self.stream), ("prefetches", self.prefetch)):
             if names:
                 parts.append(f"{label} {', '.join(sorted(names))}")

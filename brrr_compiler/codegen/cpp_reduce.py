@@ -15,15 +15,13 @@ runs. Column folds keep a partial row per thread, combined likewise (cpp_columns
 """
 from __future__ import annotations
 
-import sympy
-
 from brrr_compiler.codegen.cpp_accumulators import CLAUSE, Accumulators, arg_update, update
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_stream import chunked_loop
-from brrr_compiler.codegen.cpp_staging import stage, stages
+from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 from brrr_compiler.schedule.online import pair_at
 from brrr_compiler.schedule_ir import CppSchedule
@@ -46,8 +44,6 @@ class ReductionPrinter:
         self.stream = set(sched.stream)            # outputs past the caches
         self.online = pair_at(kernel, sched.online)   # max and sum of exps in one walk
         self.acc = Accumulators(ctype, self.arg_dtype)
-        rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head)
-        self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
@@ -127,7 +123,7 @@ class ReductionPrinter:
         into acc_* when `fold`)."""
         lines, body = [], phase.body
         if all(r.value not in ("argmax", "argmin") for r in reds):
-            if stages(reds, self.row_extent):
+            if any(p is phase for i, p in enumerate(self.k.phases) if i in self.sched.staged):
                 lines, body = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}", CHUNK,
                                     self.cexpr, indent)   # masks as int32 lanes: cpp_staging.py
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]

@@ -12,8 +12,9 @@ inputs worth prefetching a few rows ahead.
 from __future__ import annotations
 
 import sympy
+import torch
 
-from brrr_compiler.kernel_ir import Kernel, Phase
+from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import streamed_rows
@@ -27,6 +28,9 @@ MIN_COLUMN_TILE = 64    # the narrowest tile, so that every thread gets columns 
 MAX_COLUMN_TILE = 2048
 MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per element
 SMALL_BYTES = 1 << 20        # less than this stays in the per-core L2: no prefetch (256^2: 17 -> 19 us)
+BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
+STAGE_MAX_ROW = 256          # rows longer than this keep their byte loads (codegen/cpp_staging.py)
+IN_ORDER_FOLDS = frozenset({"sum", "prod"})
 
 
 def next_row_loads(k: Kernel) -> dict[tuple, int]:
@@ -57,8 +61,33 @@ def rows(k: Kernel, num_threads: int) -> CppSchedule:
         "rows", num_threads, forks=fork,
         stream=frozenset(streamed_rows(printed) - stored),   # a column row is one row of values
         prefetch=frozenset(b for b, _ in next_row_loads(printed)),
-        scratch_rows=holders, online=online_index(printed),
+        scratch_rows=holders, online=online_index(printed), staged=_staged(printed),
         columns_forks=None if red is None else product(red) * num_threads >= PARALLEL_MIN_NUMEL)
+
+
+def byte_loads(body: list[Stmt]) -> list[Stmt]:
+    """The loads of 1-byte values in `body` whose index uses only loop variables and
+    sizes (not a value the body computes)."""
+    computed = {s.out for s in body if s.out is not None}
+    return [s for s in body if s.op == "load" and s.dtype in BYTE_TYPES
+            and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
+
+
+def _staged(k: Kernel) -> frozenset[int]:
+    """The loop phases whose chunks copy their byte loads (masks) to int32 lanes first: a
+    float sum or product, folded in order lane by lane, over a short static row
+    (codegen/cpp_staging.py has the note). Argmax and argmin loops are scalar anyway."""
+    rr = k.reduction_ranges
+    row = sympy.sympify(rr[-1] if k.reduction_vars else sympy.Mul(*rr))
+    if not (row.is_Integer and int(row) <= STAGE_MAX_ROW):
+        return frozenset()
+    out = set()
+    for i, p in enumerate(k.phases):
+        reds = [s for s in p.body if s.op == "reduce"]
+        if (p.loop and byte_loads(p.body) and all(r.value not in ("argmax", "argmin") for r in reds)
+                and any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)):
+            out.add(i)
+    return frozenset(out)
 
 
 def column_prefetch_loads(k: Kernel, phase: Phase) -> set[tuple]:

@@ -82,3 +82,21 @@ def test_the_cost_model_counts_the_schedule_it_is_given():
     as_columns = kernel_stats(k, sched)
     assert as_columns.special != as_rows.special
     assert any(op.endswith("@columns") for _, op in as_columns.special)
+
+
+def test_short_masked_rows_stage_their_masks():
+    """A masked softmax's sum over short rows copies the mask to int32 lanes first
+    (codegen/cpp_staging.py); over long rows it keeps the byte loads."""
+    def masked(x, m):
+        return torch.softmax(x.masked_fill(m, float("-inf")), -1)
+
+    def staged(cols):
+        x, m = torch.randn(16, cols), torch.rand(16, cols) > 0.5
+        k = _kernel(masked, x, m)
+        sched = choose(k, "cpp", 2)
+        return sched.staged, cpp.print_kernel(k, sched)
+
+    short, src = staged(128)
+    assert short and "int32_t st_" in src
+    long_, src = staged(1024)
+    assert not long_ and "int32_t st_" not in src
