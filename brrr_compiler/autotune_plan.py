@@ -28,6 +28,7 @@ class Planned(NamedTuple):
     kernels: dict               # group id -> Kernel
     specs: dict                 # group id -> output specs
     printed: dict               # kernel name -> C++ source
+    schedules: dict             # group id -> the kernel's schedule (its thread count aside)
     not_run: dict               # group id -> why it runs through ATen
 
 

@@ -34,6 +34,7 @@ from brrr_compiler.runtime import cache, script, segments, toolchain, trampoline
 from brrr_compiler.runtime.autotune import Autotuner
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
+from brrr_compiler.schedule import choose as choose_schedule
 from brrr_compiler.symbolic import shape, size_sources, strides
 
 _graph_ids = itertools.count()
@@ -128,7 +129,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     if tuner is not None:   # max-autotune: the finished plan and each kernel's threads timed
         found = tuned(tuner, name, found,
                       lambda: planned(pristine, policy_from_option(cfg.fusion, machine)))
-    plan, kernels, specs, printed, not_run = found
+    plan, kernels, specs, printed, schedules, not_run = found
     dumps.write("fusion_plan.txt", lambda: str(plan))
     if target == "triton":
         compiled, source = triton_launch.build_triton_kernels(kernels, specs, cfg, device)
@@ -149,7 +150,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
         ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
         report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,
-                              device, not_run)
+                              device, not_run, schedules)
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
@@ -196,12 +197,13 @@ def choose_target(cfg: Config, gm) -> tuple:
 def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
                low_precision: str = "float32", failures: dict | None = None,
                strict: bool = False, verify_ir: bool = False):
-    """Kernel IR for every group that lowers, and each kernel's printed source by name (the
-    C++ target's, for its translation unit); a group that does not runs through ATen (and
+    """Kernel IR and its schedule (schedule/) for every group that lowers, by group id, and
+    each kernel's source printed from the pair, by name (the C++ target's, for its
+    translation unit); a group that does not runs through ATen (and
     `failures`, if given, maps its id to why; under `strict`, Config.strict, it is an
     error). `low_precision`: Config.low_precision; `verify_ir`: check each Kernel's rules
     (kernel_verify.py; a break raises KernelIRError, never a silent fallback)."""
-    kernels, specs, printed = {}, {}, {}
+    kernels, specs, printed, schedules = {}, {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
@@ -209,9 +211,10 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
                             round_results=(low_precision == "eager"))
             if verify_ir:
                 verify(k)
+            sched = choose_schedule(k, "cpp" if target == "cpp" else "triton", num_threads)
             # a printer gap shows up here, not at build
-            text = (cpp.kernel_source(k, num_threads) if target == "cpp"
-                    else triton_printer.kernel_source(k))
+            text = (cpp.print_kernel(k, sched) if target == "cpp"
+                    else triton_printer.kernel_source(k, sched=sched))
             missing = [s for s in k.size_vars if s not in sources]
             if missing:
                 raise NotImplementedError(f"brrr: sizes {missing} of {k.name} are not graph inputs")
@@ -225,7 +228,8 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
         kernels[g.id] = k
         specs[g.id] = [_spec(o) for o in g.outputs]
         printed[k.name] = text
-    return kernels, specs, printed
+        schedules[g.id] = sched
+    return kernels, specs, printed, schedules
 
 
 def _ops_of(group, most: int = 6) -> str:

@@ -228,7 +228,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
     `clock` times them: wall time by default; time.process_time (CPU time) measures a
     single-threaded configuration on a machine other jobs share, since time spent
     preempted does not count."""
-    from brrr_compiler.codegen.cpp import PARALLEL_MIN_NUMEL
+    from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL
     started, threads = time.perf_counter(), torch.get_num_threads()
     generic, figures = generic_cpu(threads), _Figures(log)
     sane = figures.settle

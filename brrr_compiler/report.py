@@ -68,6 +68,7 @@ class KernelReport:
     unfused_s: float | None = None  # predicted for its compute ops, one kernel each
     unfused_bytes: int | None = None
     sources: list[str] = field(default_factory=list)   # user lines its ops come from
+    schedule: str = ""             # how it runs (its schedule, described in one line)
 
     def cost_summary(self) -> str:
         if self.predicted_s is None:
@@ -154,6 +155,7 @@ class GraphReport:
         lines = []
         for k in self.kernels:
             lines.append(f"  {k.name:<{width}}  {k.ops_summary()}  {k.cost_summary()}".rstrip())
+            lines += [f"  {'':<{width}}  schedule: {k.schedule}"] if k.schedule else []
             lines += [f"  {'':<{width}}  from {s}" for s in k.sources] if sources else []
         return lines
 

@@ -13,7 +13,7 @@ Note on forms. A form is a str.format template over the arguments {0}, {1}, {2} 
 target's own fields (C++: {f}, the libm suffix, "" for double and "f" otherwise; {ct},
 the operand's C type. Triton: {reg}, the operand's register type), with variants picked
 by the operand dtype: float64 (`double`), integer (`integer`), bool (`boolean`). `marked`
-holds C++ variants for statements the lowering marked (Stmt.value, e.g. lower/signs.py's
+holds C++ variants for statements the lowering marked (Stmt.value, e.g. transforms/signs.py's
 non-positive exp). The operand dtype is the first argument's, or for a select (where)
 the dtype of the values it selects; a row's `operands` says which operand dtypes it is
 defined on (a printer asked for others raises, and the group runs through ATen).
@@ -33,7 +33,7 @@ SQRT = 4.0
 TRANSCENDENTAL = 20.0
 EXPENSIVE = 2 * TRANSCENDENTAL
 
-# Stmt.value of an exp whose argument cannot be positive (lower/signs.py): C++ prints a
+# Stmt.value of an exp whose argument cannot be positive (transforms/signs.py): C++ prints a
 # cheaper exp for it
 NONPOSITIVE = "nonpositive"
 

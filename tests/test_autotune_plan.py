@@ -27,7 +27,7 @@ class Tuner:
 
 
 def _planned(policy: str, *decisions) -> Planned:
-    return Planned(FusionPlan(None, [], list(decisions), policy), {}, {}, {}, {})
+    return Planned(FusionPlan(None, [], list(decisions), policy), {}, {}, {}, {}, {})
 
 
 def _against():

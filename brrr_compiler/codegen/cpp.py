@@ -21,13 +21,14 @@ import torch
 from brrr_compiler import scalar_ops
 from brrr_compiler.codegen.cpp_hoist import hoisted
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
-from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, product, static_sizes, tiles
+from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
-from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed
-from brrr_compiler.codegen.cpp_tiled import tiled_loops, transposed_var
-from brrr_compiler.lower.loops import reduces_outer_dim
-from brrr_compiler.lower.split import split_inner
+from brrr_compiler.codegen.cpp_stream import chunked_loop
+from brrr_compiler.codegen.cpp_tiled import tiled_loops
 from brrr_compiler.kernel_ir import Kernel, Stmt
+from brrr_compiler.schedule import choose_cpp
+from brrr_compiler.schedule_ir import CppSchedule
+from brrr_compiler.transforms.split import specialize
 
 CTYPE = {
     torch.float32: "float", torch.float64: "double", torch.float16: "float",
@@ -51,9 +52,6 @@ static inline bool brrr_in_bounds(int64_t i, int64_t n) {
 }
 extern "C" int brrr_take_error(void) { return __atomic_exchange_n(&brrr_error_flag, 0, __ATOMIC_RELAXED); }
 """
-
-INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
-PARALLEL_MIN_NUMEL = 32768  # below this, threads cost more than they save
 
 @functools.cache
 def prelude() -> str:
@@ -187,19 +185,18 @@ def _body_lines(k: Kernel, indent: str) -> list[str]:
     return [indent + stmt_line(s, dtypes) for s in k.body]
 
 
-def _loops(k: Kernel, num_threads: int) -> list[str]:
+def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
     if not k.loop_vars:
         return _body_lines(k, "  ")
     *outer, inner = k.loop_vars
     *outer_n, inner_n = [cexpr(r) for r in k.ranges]
     lines = [f"  const int64_t n{i} = {n};" for i, n in enumerate(outer_n)]
     lines += [f"  const int64_t n_inner = {inner_n};",
-              f"  const int64_t tile = {INNER_TILE};",
+              f"  const int64_t tile = {sched.inner_tile};",
               "  const int64_t ntiles = (n_inner + tile - 1) / tile;",
               "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(len(outer))) + "ntiles;",
               "  if (nwork == 0) return;"]
-    pieces = split_inner(k) or [(0, None, k)]
-    stream = streamed(k) if len(pieces) == 1 else set()
+    pieces = [(lo, hi, specialize(k, inner, lo, hi)) for lo, hi in sched.pieces] or [(0, None, k)]
     loop = ["  for (int64_t w = 0; w < nwork; ++w) {", "    int64_t rest = w / ntiles;"]
     for i in reversed(range(len(outer))):
         loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
@@ -208,24 +205,14 @@ def _loops(k: Kernel, num_threads: int) -> list[str]:
     once = hoisted(k)   # indices read once per row, checked before the loop (cpp_hoist.py)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     loop += ["    " + stmt_line(s, dtypes) for s in once]
-    loop += _inner_loops(k, pieces, stream, {s.out for s in once}) + ["  }"]
-    cond = f"nwork * (n_inner < tile ? n_inner : tile) >= {PARALLEL_MIN_NUMEL} && nwork > 1"
-    return lines + parallel_loop("  ", num_threads, cond, _pointwise_forks(k), loop, bool(stream))
-
-
-def _pointwise_forks(k: Kernel) -> bool | None:
-    """Whether _loops' parallel loop ever forks, for constant sizes (cpp_parallel.py)."""
-    sizes = static_sizes(k.ranges)
-    if sizes is None:
-        return None
-    *outer, inner = sizes
-    return forks(product(outer) * tiles(inner, INNER_TILE), min(inner, INNER_TILE),
-                 PARALLEL_MIN_NUMEL)
+    loop += _inner_loops(k, pieces, set(sched.stream), {s.out for s in once}) + ["  }"]
+    cond = f"nwork * (n_inner < tile ? n_inner : tile) >= {sched.min_parallel} && nwork > 1"
+    return lines + parallel_loop("  ", sched.threads, cond, sched.forks, loop, bool(sched.stream))
 
 
 def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str]) -> list[str]:
     """The innermost loop over [lo, hi), or one loop per piece of it where it splits
-    (lower/split.py: cat's inputs, each a plain contiguous load in its own piece); stores
+    (CppSchedule.pieces: cat's inputs, each a plain contiguous load in its own piece); stores
     to the `stream` buffers, outputs larger than the caches, stream past them
     (cpp_stream.py). The values named in `before` were computed before the loop."""
     v = k.loop_vars[-1]
@@ -246,20 +233,25 @@ def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str]) ->
     return lines
 
 
-def kernel_source(k: Kernel, num_threads: int) -> str:
+def kernel_source(k: Kernel, num_threads: int, sched: CppSchedule | None = None) -> str:
+    """`k` printed with its schedule for `num_threads` threads (chosen here when not given)."""
+    return print_kernel(k, sched or choose_cpp(k, num_threads))
+
+
+def print_kernel(k: Kernel, sched: CppSchedule) -> str:
+    """The (Kernel, CppSchedule) pair as one extern "C" function."""
     head = [f"// {k.name}: fuses {len(k.origins)} ATen node(s)"]
     head += [f"//   {o}" for o in k.origins]
     head.append("//   domain: [" + ", ".join(str(r) for r in k.ranges) + "]"
                 + (" reducing [" + ", ".join(str(r) for r in k.reduction_ranges) + "]"
                    if k.is_reduction else ""))
-    if k.is_reduction:
-        printer = OuterReductionPrinter if reduces_outer_dim(k) else ReductionPrinter
-        loops = printer(k, CTYPE, stmt_line, cexpr).loops(num_threads, PARALLEL_MIN_NUMEL)
-    elif transposed_var(k) is not None:
-        loops = tiled_loops(k, transposed_var(k), num_threads, cexpr, stmt_line,
-                            PARALLEL_MIN_NUMEL, STORAGE)
+    if sched.kind in ("rows", "columns"):
+        printer = OuterReductionPrinter if sched.kind == "columns" else ReductionPrinter
+        loops = printer(k, sched, CTYPE, stmt_line, cexpr).loops()
+    elif sched.kind == "tiled":
+        loops = tiled_loops(k, sched, cexpr, stmt_line, STORAGE)
     else:
-        loops = _loops(k, num_threads)
+        loops = _loops(k, sched)
     return "\n".join(head + [signature(k) + " {"] + loops + ["}"]) + "\n"
 
 

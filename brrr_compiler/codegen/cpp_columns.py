@@ -15,7 +15,7 @@ touched by one thread at a time.
 """
 from __future__ import annotations
 
-from brrr_compiler.codegen.cpp_parallel import pragma, product, static_sizes
+from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
 BLOCK_ROWS = 64
@@ -31,10 +31,6 @@ class ColumnFolds:
 
     def __bool__(self) -> bool:
         return bool(self.folds)
-
-    def stored(self) -> set[str]:
-        """Buffers the columns phase stores (never streamed: one row of values)."""
-        return {s.buffer for s in self.phase.body if s.op == "store"} if self.phase else set()
 
     def update(self, s: Stmt) -> str:
         at = self.cexpr(s.index)
@@ -74,14 +70,13 @@ class ColumnFolds:
                       f"{indent}}}"]
         return lines
 
-    def columns_phase(self, indent: str, nt: int, min_numel: int) -> list[str]:
-        """Per column: the threads' sums in thread order, then the columns phase."""
+    def columns_phase(self, indent: str, nt: int, min_numel: int, fork: bool | None) -> list[str]:
+        """Per column: the threads' sums in thread order, then the columns phase (`fork`:
+        CppSchedule.columns_forks)."""
         if self.phase is None:
             return [f"{indent}free(cs_{c.out});" for c in self.folds]
         rv = self.k.reduction_vars
         dtypes = {s.out: s.dtype for s in self.k.body if s.out}
-        red = static_sizes(self.k.reduction_ranges)
-        fork = None if red is None else product(red) * nt >= min_numel
         lines = pragma(indent, f"#pragma omp parallel for num_threads({nt}) schedule(static)",
                        f"n_red * {nt} >= {min_numel}", fork)
         lines += [f"{indent}for (int64_t rr = 0; rr < n_red; ++rr) {{",

@@ -11,9 +11,10 @@ chunk). Measured on cross_entropy 8192x32000 (1 GB of logits), two threads: 51.8
 walks (with the next-row prefetch), 37.6 ms one walk; a walk that only reads the row
 takes 38.7 ms, so the exps are now hidden under the memory traffic.
 
-It applies to two consecutive loop phases when the first folds exactly one reduction, a
+The schedule stage picks the pair (schedule/online.py: CppSchedule.online). It applies
+to two consecutive loop phases when the first folds exactly one reduction, a
 float max m of some value a, and the second folds exactly one, a sum of exp(a - m)
-(lower/signs.py has marked that exp non-positive, which checks that the minuend is a),
+(transforms/signs.py has marked that exp non-positive, which checks that the minuend is a),
 reads m nowhere else and stores nothing (a stored exp(a - m) would use a running max).
 Scratch rows and the other phases are untouched. The result matches the two walks, up to
 the rounding of the rescaling: NaN anywhere in the row gives a NaN sum, and rows whose
@@ -22,48 +23,7 @@ all -inf so far add nothing, as exp(-inf - m) adds 0.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
-from brrr_compiler.lower.signs import NONPOSITIVE
-
-
-class OnlinePair(NamedTuple):
-    first: Phase       # folds max_ = max(a)
-    second: Phase      # folds sum_ = sum(exp(a - max_))
-    max_: Stmt
-    sum_: Stmt
-
-
-def online_pair(k: Kernel) -> OnlinePair | None:
-    """The first pair of loop phases that one sweep can fold (see the module note)."""
-    for first, second in zip(k.phases, k.phases[1:]):
-        if first.per_row_loop and second.per_row_loop:
-            pair = _pair(first, second)
-            if pair is not None:
-                return pair
-    return None
-
-
-def _pair(first: Phase, second: Phase) -> OnlinePair | None:
-    reds1 = [s for s in first.body if s.op == "reduce"]
-    reds2 = [s for s in second.body if s.op == "reduce"]
-    if len(reds1) != 1 or len(reds2) != 1:
-        return None
-    mx, sm = reds1[0], reds2[0]
-    if mx.value != "max" or not mx.dtype.is_floating_point or sm.value != "sum":
-        return None
-    defs = {s.out: s for s in second.body if s.out is not None}
-    e = defs.get(sm.args[0])
-    if e is None or e.op != "exp" or e.value != NONPOSITIVE:
-        return None
-    d = defs.get(e.args[0])
-    readers = [s for s in second.body if mx.out in s.args]
-    if d is None or d.op != "sub" or d.args[1] != mx.out or readers != [d]:
-        return None
-    if any(s.op == "store" for s in second.body):
-        return None
-    return OnlinePair(first, second, mx, sm)
+from brrr_compiler.schedule.online import OnlinePair
 
 
 def online_walk(printer, pair: OnlinePair, indent: str) -> list[str]:

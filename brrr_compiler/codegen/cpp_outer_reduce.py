@@ -4,11 +4,12 @@ When the innermost kept dim is the contiguous one (a sum over dim 0 of a row-maj
 matrix), walking each column's reduction separately would stride through memory. This
 schedule instead hands each thread a tile of adjacent columns; it streams the
 reduced rows once and, per row, updates one accumulator per column with an `omp simd`
-loop over the contiguous columns. Tiles are as wide as the threads allow (up to
-MAX_TILE columns, and the tile arrays within MAX_TILE_BYTES): each row then reads long
-contiguous runs, which the hardware prefetcher streams, rather than 1 KB pieces 16 KB
-apart. Too few columns for a TILE per thread (a bias gradient's 256 on 2 threads) get
-narrower tiles, down to MIN_TILE, so that no thread idles. Per-row values of the kernel
+loop over the contiguous columns. Tiles are as wide as the threads allow (the schedule's
+column_tile, schedule/rows.py: up to MAX_COLUMN_TILE columns, and the tile arrays within
+MAX_TILE_BYTES): each row then reads long contiguous runs, which the hardware prefetcher
+streams, rather than 1 KB pieces 16 KB apart. Too few columns for a COLUMN_TILE per
+thread (a bias gradient's 256 on 2 threads) get narrower tiles, down to MIN_COLUMN_TILE,
+so that no thread idles. Per-row values of the kernel
 (scalar phases, reduction results) become arrays over the tile.
 
 A float32 sum folds rows in blocks of BLOCK_ROWS, as the row kernel's column folds do: a
@@ -20,7 +21,7 @@ CHUNK rows, as before.
 
 Each row of a tile is a piece of at most a few KB on pages of its own (the next row's
 piece is a whole row further on), where the hardware prefetcher starts afresh. So the
-loop asks for the piece PREFETCH_BYTES ahead (at least MIN_AHEAD rows, at most MAX_AHEAD)
+loop asks for the piece PREFETCH_BYTES ahead (the schedule names the inputs: schedule/rows.py) (at least MIN_AHEAD rows, at most MAX_AHEAD)
 of every input it reads contiguously along the columns: a sum over dim 0 of a 4096 x 4096
 float32 matrix, interleaved, 2.65 -> 1.89 ms (eager 3.53).
 """
@@ -28,26 +29,21 @@ from __future__ import annotations
 
 import sympy
 
-from brrr_compiler.codegen.cpp_parallel import forks, pragma, product, static_sizes, tiles
-from brrr_compiler.codegen.cpp_prefetch import LINE_BYTES, prefetch_loop
+from brrr_compiler.codegen.cpp_parallel import pragma
+from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
 from brrr_compiler.codegen.cpp_accumulators import init_value, update
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.kernel_ir import Phase, Stmt
-from brrr_compiler.lower.loops import linear_coeff
+from brrr_compiler.schedule.rows import LINE_BYTES, column_prefetch_loads
 
-TILE = 256              # the tile when sizes are symbolic, and the narrowest the byte budget asks
-MIN_TILE = 64           # the narrowest tile, so that every thread gets columns (256 over 2 threads)
-MAX_TILE = 2048
-MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per element
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested
 MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 rows best)
-SMALL_BYTES = 1 << 20        # less than this stays in the per-core L2: no prefetch (256^2: 17 -> 19 us)
 
 
 class OuterReductionPrinter(ReductionPrinter):
-    def __init__(self, kernel, ctype, stmt_line, cexpr):
-        super().__init__(kernel, ctype, stmt_line, cexpr)
+    def __init__(self, kernel, sched, ctype, stmt_line, cexpr):
+        super().__init__(kernel, sched, ctype, stmt_line, cexpr)
         self.row_level = {s.out for p in kernel.phases for s in p.body
                           if s.out and (not p.loop or s.op == "reduce")}
 
@@ -111,20 +107,18 @@ class OuterReductionPrinter(ReductionPrinter):
 
     def _prefetch(self, phase: Phase, indent: str) -> list[str]:
         """Request each contiguous input's piece of a row further ahead (module note); only
-        with one reduced dim, whose next rows are `r + ahead`, and inputs past the L2."""
+        with one reduced dim, whose next rows are `r + ahead`, and only the inputs the
+        schedule names (CppSchedule.prefetch: those past the L2)."""
         k = self.k
-        if len(k.reduction_vars) != 1:
+        loads = sorted(((b, i) for b, i in column_prefetch_loads(k, phase)
+                        if b in self.sched.prefetch), key=str)
+        if not loads:
             return []
-        sizes = static_sizes(list(k.ranges) + list(k.reduction_ranges))
-        numel = product(sizes) if sizes is not None else None
-        r, inner, allv = k.reduction_vars[0], k.loop_vars[-1], k.all_vars()
+        r, inner = k.reduction_vars[0], k.loop_vars[-1]
         inputs = {b.name: b.dtype.itemsize for b in k.inputs}
-        loads = {(s.buffer, s.index) for s in phase.body if s.op == "load" and s.buffer in inputs
-                 and linear_coeff(s.index, inner, allv) == 1 and linear_coeff(s.index, r, allv)
-                 and (numel is None or numel * inputs[s.buffer] >= SMALL_BYTES)}
         pf, lo = sympy.Symbol("pf", integer=True), sympy.Symbol("lo", integer=True)
         lines = []
-        for buf, index in sorted(loads, key=str):
+        for buf, index in loads:
             size = inputs[buf]
             ahead = min(MAX_AHEAD, max(MIN_AHEAD, PREFETCH_BYTES // (self.tile * size)))
             addr = self.cexpr(index.xreplace({r: r + ahead, inner: lo + pf}))
@@ -165,36 +159,9 @@ class OuterReductionPrinter(ReductionPrinter):
                         lines += [f"{indent}int nan_{s.out}[{t}] = {{0}}, cn_{s.out}[{t}];"]
         return lines
 
-    def _array_count(self) -> int:
-        reds = [s for p in self.k.phases for s in p.body
-                if s.out in self.row_level and s.op == "reduce"]
-        return (len(self.row_level) + 2 * len(reds)
-                + 2 * sum(r.value in ("max", "min") for r in reds))
-
-    def _forks(self, min_numel: int) -> bool | None:
-        """Whether loops' parallel loop ever forks, for constant sizes (cpp_parallel.py)."""
-        sizes, red = static_sizes(self.k.ranges), static_sizes(self.k.reduction_ranges)
-        if sizes is None or red is None:
-            return None
-        nwork = product(sizes[:-1]) * tiles(sizes[-1], self.tile)
-        return forks(nwork, product(red) * self.tile, min_numel)
-
-    def _tile(self, num_threads: int) -> int:
-        """The widest tile that still gives every thread work and fits the byte budget."""
-        *outer, last = [sympy.sympify(r) for r in self.k.ranges]
-        if not (last.is_Integer and all(r.is_Integer for r in outer)):
-            return TILE
-        rows = int(sympy.Mul(*outer)) if outer else 1
-        budget = MAX_TILE_BYTES // (8 * max(1, self._array_count()))
-        tile = MAX_TILE
-        while (tile > TILE and tile > budget) or \
-                (tile > MIN_TILE and rows * -(-int(last) // tile) < num_threads):
-            tile //= 2
-        return tile
-
-    def loops(self, num_threads: int, min_numel: int) -> list[str]:
-        k = self.k
-        self.tile = t = self._tile(num_threads)
+    def loops(self) -> list[str]:
+        k, num_threads, min_numel = self.k, self.threads, self.sched.min_parallel
+        self.tile = t = self.sched.column_tile
         *outer, _ = k.loop_vars
         lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
@@ -204,8 +171,7 @@ class OuterReductionPrinter(ReductionPrinter):
                   "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(last)) + "ntiles;",
                   "  if (nwork == 0) return;"]
         lines += pragma("  ", f"#pragma omp parallel for num_threads({num_threads}) schedule(static)",
-                        f"nwork * n_red * {t} >= {min_numel} && nwork > 1",
-                        self._forks(min_numel))
+                        f"nwork * n_red * {t} >= {min_numel} && nwork > 1", self.sched.forks)
         lines += ["  for (int64_t w = 0; w < nwork; ++w) {",
                   "    int64_t rest = w / ntiles;"]
         for i in reversed(range(last)):

@@ -6,35 +6,29 @@ sits idle during the compute and the core sits idle during the next row's first 
 While the second loop phase runs, the printer asks the cache for the next row's
 first-phase inputs, one prefetch per 64-byte line, chunk by chunk as it walks the row:
 by the time the next row starts, its first phase reads from cache. Only loads that are
-contiguous along the innermost reduced dim qualify, and only rows short enough that
-the prefetched row and the current one both stay in the per-core L2.
+contiguous along the innermost reduced dim qualify (schedule/rows.py picks them), and
+only rows short enough that the prefetched row and the current one both stay in the
+per-core L2.
 """
 from __future__ import annotations
 
 import sympy
 
 from brrr_compiler.kernel_ir import Kernel, Phase
-from brrr_compiler.lower.loops import linear_coeff
+from brrr_compiler.schedule.rows import next_row_loads
 
-LINE_BYTES = 64
 MAX_ROW_ELEMS = 65536   # a row of this many elements per buffer (256 KB of fp32) still fits
 LOCALITY = 1            # __builtin_prefetch locality: into L2 (0-3: nta, t2, t1, t0)
 
 
 class NextRowPrefetch:
-    def __init__(self, k: Kernel, cexpr):
+    def __init__(self, k: Kernel, cexpr, buffers: frozenset[str]):
+        """Prefetch the next row's loads of `buffers` (CppSchedule.prefetch)."""
         self.k, self.cexpr = k, cexpr
         loop_phases = [p for p in k.phases if p.per_row_loop]
         self.phase: Phase | None = loop_phases[1] if len(loop_phases) > 1 else None
-        inner = k.reduction_vars[-1] if k.reduction_vars else None
-        inputs = {b.name: b.dtype for b in k.inputs}
-        self.loads: dict[tuple, int] = {}      # (buffer, index) -> elements per line
-        if self.phase is not None and inner is not None:
-            known = set(k.all_vars()) | set(k.size_vars)   # not a loaded index (embedding)
-            for s in loop_phases[0].body:
-                if s.op == "load" and s.buffer in inputs and sympy.sympify(s.index).free_symbols <= known \
-                        and linear_coeff(s.index, inner, k.all_vars()) == 1:
-                    self.loads[(s.buffer, s.index)] = LINE_BYTES // inputs[s.buffer].itemsize
+        self.loads: dict[tuple, int] = {key: step for key, step in next_row_loads(k).items()
+                                        if key[0] in buffers}   # (buffer, index) -> per line
 
     @property
     def active(self) -> bool:

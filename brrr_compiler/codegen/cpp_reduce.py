@@ -15,37 +15,35 @@ runs. Column folds keep a partial row per thread, combined likewise (cpp_columns
 """
 from __future__ import annotations
 
-import sympy
-
 from brrr_compiler.codegen.cpp_accumulators import CLAUSE, Accumulators, arg_update, update
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
-from brrr_compiler.codegen.cpp_online import online_pair, online_walk
-from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, pragma, product, static_sizes
+from brrr_compiler.codegen.cpp_online import online_walk
+from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
-from brrr_compiler.codegen.cpp_stream import chunked_loop, streamed_rows
-from brrr_compiler.codegen.cpp_scratch import rows_in_outputs
-from brrr_compiler.codegen.cpp_staging import stage, stages
+from brrr_compiler.codegen.cpp_stream import chunked_loop
+from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+from brrr_compiler.schedule.online import pair_at
+from brrr_compiler.schedule_ir import CppSchedule
+from brrr_compiler.transforms.scratch import rows_in_outputs
 
 CHUNK = 1024
-SPLIT_MIN_RED = 65536   # a row this long is split across threads when rows are few
 SPLIT_SLICE = 16384     # a split row's non-reducing loop phase: the slice a thread takes
 
 
 class ReductionPrinter:
-    def __init__(self, kernel: Kernel, ctype, stmt_line, cexpr):
-        kernel = rows_in_outputs(kernel)
+    def __init__(self, kernel: Kernel, sched: CppSchedule, ctype, stmt_line, cexpr):
+        kernel = rows_in_outputs(kernel, sched.scratch_rows)
         self.k, self.ctype, self.stmt_line, self.cexpr = kernel, ctype, stmt_line, cexpr
+        self.sched, self.threads = sched, sched.threads
         self.dtypes = {s.out: s.dtype for s in kernel.body if s.out}
         self.arg_dtype = {s.out: self.dtypes.get(s.args[0]) for s in kernel.body
                           if s.op == "reduce"}
-        self.prefetch = NextRowPrefetch(kernel, cexpr)
+        self.prefetch = NextRowPrefetch(kernel, cexpr, sched.prefetch)
         self.columns = ColumnFolds(kernel, ctype, stmt_line, cexpr)
-        self.stream = streamed_rows(kernel) - self.columns.stored()   # outputs past the caches
-        self.online = online_pair(kernel)         # max and sum of exps in one walk
+        self.stream = set(sched.stream)            # outputs past the caches
+        self.online = pair_at(kernel, sched.online)   # max and sum of exps in one walk
         self.acc = Accumulators(ctype, self.arg_dtype)
-        rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head)
-        self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
@@ -125,7 +123,7 @@ class ReductionPrinter:
         into acc_* when `fold`)."""
         lines, body = [], phase.body
         if all(r.value not in ("argmax", "argmin") for r in reds):
-            if stages(reds, self.row_extent):
+            if any(p is phase for i, p in enumerate(self.k.phases) if i in self.sched.staged):
                 lines, body = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}", CHUNK,
                                     self.cexpr, indent)   # masks as int32 lanes: cpp_staging.py
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
@@ -212,8 +210,8 @@ class ReductionPrinter:
                 out.append(f"{indent}free({b.name});")
         return out
 
-    def loops(self, num_threads: int, min_numel: int) -> list[str]:
-        self.threads = nt = num_threads
+    def loops(self) -> list[str]:
+        nt, min_numel = self.threads, self.sched.min_parallel
         k, across = self.k, self._across()
         lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
@@ -221,7 +219,7 @@ class ReductionPrinter:
                   "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";"]
         lines += [ln for r in across for ln in self.acc.partials(r, "  ", nt)]
         lines += self.columns.shared("  ", nt)
-        lines += [f"  if (n_outer > 0 && n_outer < {nt} && n_red >= {SPLIT_MIN_RED} && {nt} > 1) {{"]
+        lines += [f"  if (n_outer > 0 && n_outer < {nt} && n_red >= {self.sched.split_min_red} && {nt} > 1) {{"]
         lines += self._scratch("    ", "malloc") + self._thread_locals(across, "    ")
         self.columns.split = True
         lines += ["    for (int64_t w = 0; w < n_outer; ++w) {"] + self._row("      ", True) + ["    }"]
@@ -229,14 +227,13 @@ class ReductionPrinter:
         lines += self._publish(across, "    ", "0") + self._scratch("    ", "free")
         lines += ["  } else if (n_outer > 0) {"] + self._parallel_rows(across, min_numel) + ["  }"]
         lines += self._once(across, "  ") if across else []
-        return lines + (self.columns.columns_phase("  ", nt, min_numel) if self.columns else [])
+        return lines + (self.columns.columns_phase("  ", nt, min_numel, self.sched.columns_forks)
+                        if self.columns else [])
 
     def _parallel_rows(self, across, min_numel: int) -> list[str]:
         """Rows spread over the threads; each thread owns its scratch rows and partials."""
         cond = f"n_outer * n_red >= {min_numel} && n_outer > 1"
-        sizes, red = static_sizes(self.k.ranges), static_sizes(self.k.reduction_ranges)
-        fork = None if sizes is None or red is None else forks(product(sizes), product(red),
-                                                               min_numel)
+        fork = self.sched.forks
         row = ["for (int64_t w = 0; w < n_outer; ++w) {"]
         if not (self.k.scratch or across or self.columns):
             loop = ["    " + row[0]] + self._row("      ", False) + ["    }"]

@@ -10,7 +10,8 @@ values into a local int32 array first (a plain loop that vectorizes: widening lo
 stores, L1-resident) and reading that array in the reduction loop keeps every vector of
 the loop at 16 float lanes, as in the same loop without its mask. The copy costs a pass
 per chunk that the fold it saves outweighs only in short rows: loops folding a float
-sum or product over rows of at most STAGE_MAX_ROW elements (a static extent) are staged;
+sum or product over rows of at most STAGE_MAX_ROW elements (a static extent) are staged
+(the schedule names those phases: CppSchedule.staged, schedule/rows.py);
 longer rows, and loops folding only maxes, mins or integers, keep their byte loads
 (benchmarks/results/masks.md has the measurements).
 
@@ -26,27 +27,7 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import Stmt
-
-BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
-STAGE_MAX_ROW = 256
-IN_ORDER_FOLDS = frozenset({"sum", "prod"})
-
-
-def stages(reds: list[Stmt], row) -> bool:
-    """Whether a chunk folding `reds` over rows of `row` elements stages its byte loads:
-    a float sum or product (folded in order, lane by lane) over a short static row."""
-    row = sympy.sympify(row)
-    return (row.is_Integer and int(row) <= STAGE_MAX_ROW
-            and any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds))
-
-
-def byte_loads(body: list[Stmt]) -> list[Stmt]:
-    """The loads of 1-byte values in `body` whose index uses only loop variables and
-    sizes (not a value the body computes)."""
-    computed = {s.out for s in body if s.out is not None}
-    return [s for s in body if s.op == "load" and s.dtype in BYTE_TYPES
-            and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
-
+from brrr_compiler.schedule.rows import byte_loads
 
 def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
           indent: str) -> tuple[list[str], list[Stmt]]:

@@ -9,17 +9,17 @@ Values live in registers in their op-math type: float16/bfloat16 are loaded, wid
 float32 and narrowed only where the IR casts or stores. Each SSA value is one line, and
 every load and store is masked (triton_body.py: statements, masks, expressions).
 Tiling (1-D, 2-D, persistent or looped reductions) and index width are decided in
-triton_schedule.py; reduction phases are printed by triton_reduce.py.
+schedule/triton.py (a TritonSchedule, printed with the kernel); reduction phases are printed by triton_reduce.py.
 """
 from __future__ import annotations
 
 import sympy
 
-from brrr_compiler.codegen import triton_schedule
 from brrr_compiler.codegen.triton_body import Body, decode, texpr
 from brrr_compiler.codegen.triton_prelude import PRELUDE
 from brrr_compiler.codegen.triton_reduce import reduction_lines
-from brrr_compiler.codegen.triton_schedule import Schedule
+from brrr_compiler.schedule.triton import DEFAULT_SM_COUNT, choose_triton
+from brrr_compiler.schedule_ir import TritonSchedule as Schedule
 from brrr_compiler.kernel_ir import Kernel
 
 
@@ -97,13 +97,14 @@ def header(k: Kernel, s: Schedule) -> list[str]:
     return head
 
 
-def kernel_source(k: Kernel, sm_count: int = triton_schedule.DEFAULT_SM_COUNT) -> str:
-    """The kernel's comment, @triton.jit function and launcher, as text."""
+def kernel_source(k: Kernel, sm_count: int = DEFAULT_SM_COUNT, sched: Schedule | None = None) -> str:
+    """The kernel's comment, @triton.jit function and launcher, as text, printed with
+    `sched` (chosen here for a GPU of `sm_count` SMs when not given)."""
     if k.scratch:
         raise NotImplementedError(f"brrr: the Triton printer keeps no scratch rows ({k.name})")
     if k.folds_across or k.folds_columns:
         raise NotImplementedError(f"brrr: the Triton printer does not fold across rows ({k.name})")
-    s = triton_schedule.choose(k, sm_count)
+    s = sched or choose_triton(k, sm_count)
     if k.is_reduction:
         lines = reduction_lines(k, s)
     elif s.kind == "pointwise2d":
@@ -115,6 +116,6 @@ def kernel_source(k: Kernel, sm_count: int = triton_schedule.DEFAULT_SM_COUNT) -
     return "\n".join(header(k, s) + fn + ["", ""] + launcher(k, s)) + "\n"
 
 
-def module_source(kernels: list[Kernel], sm_count: int = triton_schedule.DEFAULT_SM_COUNT) -> str:
+def module_source(kernels: list[Kernel], sm_count: int = DEFAULT_SM_COUNT) -> str:
     """One importable Python module holding every kernel of a graph."""
     return "\n\n".join([PRELUDE] + [kernel_source(k, sm_count) for k in kernels])

@@ -25,7 +25,7 @@ import sympy
 import torch
 
 from brrr_compiler.codegen.triton_body import Body, decode, reg, texpr
-from brrr_compiler.codegen.triton_schedule import Schedule
+from brrr_compiler.schedule_ir import TritonSchedule as Schedule
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 
 LOSING_INDEX = "4611686018427387904"     # 2**62: any real index wins a tie against it

@@ -32,8 +32,7 @@ from brrr_compiler.cost.from_group import group_stats
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.cost.stats import (REDUCE, SCALAR, CostModelError, KernelStats, size_hints,
                                       special_cost)
-
-SPLIT_MIN_RED = 65536    # one long row is split across threads (the C++ printer's rule)
+from brrr_compiler.schedule_ir import SPLIT_MIN_RED
 
 
 @dataclass(frozen=True)
@@ -130,8 +129,9 @@ def predict(stats: KernelStats, device: DeviceSpec) -> Estimate:
     return Estimate(compute, memory, overhead, total, bound, stats.total_flops, stats.bytes)
 
 
-def estimate_kernel(kernel, device: DeviceSpec, hints: dict | None = None) -> Estimate:
-    return predict(kernel_stats(kernel, hints), device)
+def estimate_kernel(kernel, schedule, device: DeviceSpec, hints: dict | None = None) -> Estimate:
+    """A lowered kernel run by `schedule` (its CppSchedule or TritonSchedule)."""
+    return predict(kernel_stats(kernel, schedule, hints), device)
 
 
 def estimate_group(group, device: DeviceSpec) -> Estimate:
@@ -141,14 +141,15 @@ def estimate_group(group, device: DeviceSpec) -> Estimate:
                                across=group.across, columns=group.columns), device)
 
 
-def kernel_report_fields(kernel, group, device: DeviceSpec | None) -> dict:
-    """KernelReport's predicted_s, bound, flops and bytes for a lowered kernel ({} when
-    there is no kernel IR or device; the model's error when it lacks a number)."""
-    if kernel is None or device is None:
+def kernel_report_fields(kernel, schedule, group, device: DeviceSpec | None) -> dict:
+    """KernelReport's predicted_s, bound, flops and bytes for a lowered kernel and its
+    schedule ({} when there is no kernel IR, schedule or device; the model's error when
+    it lacks a number)."""
+    if kernel is None or schedule is None or device is None:
         return {}
     try:
         vals = [n.meta.get("val") for n in [*group.nodes, *group.inputs]]
-        est = estimate_kernel(kernel, device, size_hints(vals))
+        est = estimate_kernel(kernel, schedule, device, size_hints(vals))
     except CostModelError as err:
         return {"estimate_error": str(err)}
     return {"predicted_s": est.total_s, "bound": est.bound, "flops": est.flops,

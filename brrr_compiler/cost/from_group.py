@@ -146,8 +146,9 @@ class _GroupWalk:
                 and isinstance(d, torch.fx.Node) and not self.is_full(d))
 
     def column_schedule(self, inputs, reductions) -> bool:
-        """Will the C++ printer tile columns (lower/loops.py, reduces_outer_dim)? Read from
-        the first full-shape input: its innermost kept dim contiguous, its reduced ones not."""
+        """Will the schedule tile columns (schedule/cpp.py: transforms/loops.reduces_outer_dim)?
+        Read from the first full-shape input: its innermost kept dim contiguous, its reduced
+        ones not."""
         kept = [d for d, s in enumerate(self.domain) if d not in self.dims and s != 1]
         red = [d for d in self.dims if self.domain[d] != 1]
         if not kept or not red or any(reduction_spec(r).kind in ("argmax", "argmin")

@@ -5,8 +5,9 @@ point of the whole domain. A buffer's footprint is what its accesses touch: per 
 index expression, the product of the extents of the loop variables it uses (a stride-0
 broadcast drops a variable), summed over the expressions and capped by the largest index
 touched plus one (x and x.t() read the same elements). A loop phase folding a max, min,
-argmax or argmin runs unvectorized (unless the printer tiles columns): its
-transcendentals are counted as scalar ones. A buffer loaded at a full-domain
+argmax or argmin runs unvectorized (unless its schedule tiles columns: the schedule
+stage's choice, read from the kernel's schedule): its transcendentals are counted as
+scalar ones. A buffer loaded at a full-domain
 index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access whose
 innermost-loop stride s is not 0 or 1 (a transposed read) moves min(64, s * itemsize)
 bytes per element: one cache line per element at worst. A per-row scratch array (kernel.scratch)
@@ -21,6 +22,7 @@ import sympy
 
 from brrr_compiler.cost.stats import SCALAR_FOLDS, KernelStats, as_int, itemsize, prod
 from brrr_compiler.kernel_ir import Kernel
+from brrr_compiler.schedule_ir import CppSchedule, TritonSchedule
 
 NO_WORK = frozenset({"load", "store", "const", "cast", "index"})
 LINE = 64          # bytes of a cache line
@@ -29,20 +31,6 @@ LINE = 64          # bytes of a cache line
 def inner_stride(index, inner, hints: dict | None) -> int:
     """Element stride of an access along the innermost loop variable (0: not used)."""
     return abs(as_int(sympy.expand(index).coeff(inner), hints)) if inner is not None else 1
-
-
-def column_schedule(kernel: Kernel, hints: dict | None) -> bool:
-    """Does the C++ printer tile columns (lower/loops.py reduces_outer_dim): the first load
-    using the innermost reduced var is contiguous along the innermost kept var, not it?"""
-    if not kernel.loop_vars or not kernel.reduction_vars or kernel.folds_columns or \
-            kernel.folds_across or any(
-            s.op == "reduce" and s.value in ("argmax", "argmin") for s in kernel.body):
-        return False
-    inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
-    for s in kernel.body:
-        if s.op == "load" and red in s.index.free_symbols:
-            return inner_stride(s.index, inner, hints) == 1 and inner_stride(s.index, red, hints) != 1
-    return False
 
 
 def buffer_bytes(indices, extents: dict, inner, size: int, hints: dict | None) -> int:
@@ -92,12 +80,14 @@ def _accesses(kernel: Kernel):
     return out
 
 
-def kernel_stats(kernel: Kernel, hints: dict | None = None) -> KernelStats:
-    """What `kernel` computes and moves; `hints` gives numbers for symbolic sizes."""
+def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
+                 hints: dict | None = None) -> KernelStats:
+    """What `kernel` run by `schedule` (schedule/: chosen once, the pair the printer
+    prints) computes and moves; `hints` gives numbers for symbolic sizes."""
     rows = prod(as_int(r, hints) for r in kernel.ranges)
     red = prod(as_int(r, hints) for r in kernel.reduction_ranges)
     stats = KernelStats(points=rows * red, rows=rows)
-    columns = column_schedule(kernel, hints)
+    columns = schedule.columns
     for phase in kernel.phases:
         count = (rows * red if phase.per_row_loop else red if phase.loop
                  else 1 if phase.once else rows)

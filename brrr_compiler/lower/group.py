@@ -27,11 +27,11 @@ import torch
 from brrr_compiler import ops
 from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, loop_symbol, reduction_symbol
 from brrr_compiler.lower import index_rules, indexing
-from brrr_compiler.lower.loops import reduces_outer_dim, simplify_loops
+from brrr_compiler.transforms.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
 from brrr_compiler.lower.scalar_rules import (LOW_PRECISION, Body, Namer, V, lower_node,
                                               normalized, opmath)
-from brrr_compiler.lower.signs import mark_nonpositive_exps
+from brrr_compiler.transforms.signs import mark_nonpositive_exps
 from brrr_compiler.partition.domains import after_rows
 from brrr_compiler.reduction_spec import reduction_spec
 from brrr_compiler.symbolic import free_size_symbols

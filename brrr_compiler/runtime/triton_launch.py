@@ -26,8 +26,7 @@ import sys
 import torch
 
 from brrr_compiler.codegen import triton as triton_codegen
-from brrr_compiler.codegen import triton_schedule
-from brrr_compiler.codegen.triton_schedule import DEFAULT_SM_COUNT
+from brrr_compiler.schedule.triton import DEFAULT_SM_COUNT, choose_triton
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.log import fallback, logger
 from brrr_compiler.runtime import cache
@@ -110,7 +109,7 @@ def _warmup(kernel: Kernel, module, device) -> None:
     if device is None or torch.device(device).type != "cuda" or interpreting():
         return
     fn = getattr(module, kernel.name)
-    s = triton_schedule.choose(kernel, sm_count(device))
+    s = choose_triton(kernel, sm_count(device))
     args = [b.dtype for b in kernel.buffers] + [WARMUP_SIZE] * len(kernel.size_vars)
     args += [torch.int32] if kernel.checks_bounds else []
     consts = triton_codegen.constexprs(s)

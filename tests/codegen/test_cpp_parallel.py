@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from brrr_compiler.codegen import cpp
-from brrr_compiler.codegen.cpp import PARALLEL_MIN_NUMEL
+from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL
 from brrr_compiler.lower.group import lower_group
 from tests.helpers import plan_of
 

@@ -189,7 +189,7 @@ def test_softmax_prefetches_the_next_row_during_its_exp_phase():
 
 
 def test_exp_of_x_minus_its_row_max_is_the_nonpositive_exp():
-    """lower/signs.py: exp(a - max(a)) cannot overflow; exp(a - max(b)) can."""
+    """transforms/signs.py: exp(a - max(a)) cannot overflow; exp(a - max(b)) can."""
     x, y = torch.randn(64, 300), torch.randn(64, 300)
     own = cpp.kernel_source(_kernel(lambda t: torch.softmax(t * 0.5, -1), x)[1], 2)
     other = cpp.kernel_source(_kernel(lambda a, b: torch.exp(a - b.amax(-1, keepdim=True)), x, y)[1], 2)

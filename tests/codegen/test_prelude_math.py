@@ -47,7 +47,7 @@ def test_exp_subnormal_results_are_not_flushed():
 
 
 def test_nonpositive_exp_accuracy_and_specials():
-    """brrr_expf_nonpos, the exp of x - rowmax (lower/signs.py): each row's max is 0, so
+    """brrr_expf_nonpos, the exp of x - rowmax (transforms/signs.py): each row's max is 0, so
     the argument is x itself. <= 1 ulp where eager's result is normal, 0 where it is 0,
     under 1e-38 off where it is subnormal (flushed below -87.68), NaN where eager's is."""
     x = _sweep()

@@ -13,7 +13,8 @@ from torch.testing import FileCheck
 
 from brrr_compiler.backend import choose_target
 from brrr_compiler.capture import decomposition_table
-from brrr_compiler.codegen import cpp, triton_body, triton_schedule
+from brrr_compiler.codegen import cpp, triton_body
+from brrr_compiler.schedule import triton as triton_schedule
 from brrr_compiler.codegen import triton as tr
 from brrr_compiler.codegen.triton_reduce import RSTEPS
 from brrr_compiler.config import build_config
@@ -198,13 +199,13 @@ def test_int64_reduction_aranges():
 
 
 def test_block_rule():
-    s = triton_schedule.choose(_kernel(lambda x: x + 1, torch.randn(1 << 22)), sm_count=132)
+    s = triton_schedule.choose_triton(_kernel(lambda x: x + 1, torch.randn(1 << 22)), sm_count=132)
     assert (s.kind, s.xblock, s.num_warps) == ("pointwise", 1024, 4)
-    s = triton_schedule.choose(_kernel(lambda x: x + 1, torch.randn(1000)), sm_count=132)
+    s = triton_schedule.choose_triton(_kernel(lambda x: x + 1, torch.randn(1000)), sm_count=132)
     assert (s.xblock, s.num_warps) == (128, 1)
-    s = triton_schedule.choose(_kernel(lambda x: x.softmax(-1), torch.randn(4096, 128)), sm_count=132)
+    s = triton_schedule.choose_triton(_kernel(lambda x: x.softmax(-1), torch.randn(4096, 128)), sm_count=132)
     assert (s.kind, s.rblock, s.xblock) == ("persistent", 128, 8)
-    s = triton_schedule.choose(_kernel(lambda x: x.softmax(-1), torch.randn(8, 100000)), sm_count=132)
+    s = triton_schedule.choose_triton(_kernel(lambda x: x.softmax(-1), torch.randn(8, 100000)), sm_count=132)
     assert (s.kind, s.rblock, s.xblock, s.num_warps) == ("looped", 2048, 1, 8)
 
 

@@ -9,6 +9,7 @@ from brrr_compiler.cost.estimate import hit_fraction
 from brrr_compiler.cost.stats import KernelStats, as_int, itemsize, op_cost
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, Stmt, loop_symbol
+from brrr_compiler.schedule import choose
 from tests.helpers import plan_of
 
 # round numbers: 1 GFLOP/s, 0.1 G exp/s, 1 GB/s from memory, nothing in cache
@@ -133,4 +134,4 @@ def test_unknown_kernel_ir_op_raises():
                [Buffer("in0", torch.float32, False, "x"), Buffer("out0", torch.float32, True, "y")],
                [Phase(False, body)])
     with pytest.raises(CostModelError, match="frobnicate"):
-        kernel_stats(k)
+        kernel_stats(k, choose(k, "cpp", 1))

@@ -1,5 +1,5 @@
 """Cats, rotary embeddings and slice gradients: a cat's innermost loop splits at its
-pieces' boundaries (lower/split.py), each piece bit-exact against eager; cats along outer
+pieces' boundaries (transforms/split.py), each piece bit-exact against eager; cats along outer
 dims, of many pieces and read through a slice; slice_backward as a fused cat.
 """
 import pytest
@@ -35,7 +35,7 @@ def _simd_loops(graphs) -> int:
                                    (2, 5, 3, 2), (2, 5, 3, 63), (1, 3, 2, 9000)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_rotary_cat_split_bit_exact(shape):
-    """The cat's innermost loop splits at the halves (lower/split.py); every piece must
+    """The cat's innermost loop splits at the halves (transforms/split.py); every piece must
     read exactly what eager reads, odd and unequal halves and several tiles included."""
     graphs = check_against_eager(rotary, *rotary_inputs(shape), atol=0, rtol=0)
     assert _simd_loops(graphs) == 2
@@ -86,7 +86,7 @@ def test_cat_along_an_outer_dim_keeps_one_loop(dim):
 
 
 def test_cat_of_many_inputs_keeps_one_loop():
-    """Past MAX_PIECES pieces (lower/split.py) the loop stays whole, clamped and selected."""
+    """Past MAX_PIECES pieces (transforms/split.py) the loop stays whole, clamped and selected."""
     gen = torch.Generator().manual_seed(6)
     xs = [torch.randn(3, n, generator=gen) for n in (1, 2, 3, 1, 2, 3, 1, 2, 3)]
     graphs = check_against_eager(lambda *xs: torch.cat([x * 2 for x in xs], dim=-1) + 1, *xs,

@@ -92,7 +92,7 @@ def test_a_kernel_on_a_cycle_says_why(tmp_path):
     add, cumsum, mul = [n for n in gm.graph.nodes if n.op == "call_function"]
     plan = FusionPlan(gm, [Group(0, [add, mul], [add, mul], [add.args[0], cumsum], (5, 3))],
                       [], "by hand")
-    kernels, specs, _ = lower_plan(plan)
+    kernels, specs, *_ = lower_plan(plan)
     compiled, _ = build_kernels(kernels, specs, build_config({"cache_dir": str(tmp_path)}), 1)
     not_run: dict = {}
     with pytest.warns(RuntimeWarning, match="on a cycle"):

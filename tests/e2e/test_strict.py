@@ -59,9 +59,9 @@ def unlowerable(monkeypatch):
 
 @pytest.fixture
 def broken_build(monkeypatch):
-    real = cpp.kernel_source
-    monkeypatch.setattr(cpp, "kernel_source",
-                        lambda k, n: real(k, n).replace("{", "{\n#error brrr test breaks this\n", 1))
+    real = cpp.print_kernel
+    monkeypatch.setattr(cpp, "print_kernel",
+                        lambda k, sched: real(k, sched).replace("{", "{\n#error brrr test breaks this\n", 1))
 
 
 def test_lowering_fallback_names_the_group_and_reason(unlowerable):
@@ -116,7 +116,7 @@ def test_kernel_on_a_cycle_under_strict(tmp_path):
     add, cumsum, mul = [n for n in gm.graph.nodes if n.op == "call_function"]
     plan = FusionPlan(gm, [Group(0, [add, mul], [add, mul], [add.args[0], cumsum], (5, 3))],
                       [], "by hand")
-    kernels, specs, _ = lower_plan(plan)
+    kernels, specs, *_ = lower_plan(plan)
     compiled, _ = build_kernels(kernels, specs, build_config({"cache_dir": str(tmp_path)}), 1)
     with pytest.raises(BrrrFallbackError, match="on a cycle"):
         build_runner(plan, compiled, strict=True)

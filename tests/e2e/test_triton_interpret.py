@@ -87,7 +87,7 @@ def test_transposed_inputs_2d_tile(interpreter):
 
 
 def test_rotary_cat_keeps_one_masked_block(interpreter):
-    """The C++ printer splits cat's innermost loop (lower/split.py); Triton keeps the one
+    """The C++ printer splits cat's innermost loop (transforms/split.py); Triton keeps the one
     block of clamped loads and selects, which its masked lanes handle."""
     graphs = check(rotary, *rotary_inputs((1, 4, 2, 10)), atol=0, rtol=0)
     assert "tl.minimum(" in graphs[0].source and "tl.where(" in graphs[0].source

@@ -77,14 +77,14 @@ def test_kernel_build_error_falls_back_for_its_group_only(tmp_path, monkeypatch,
     from brrr_compiler.runtime import kernels as kernels_module
     monkeypatch.setattr(kernels_module, "UNIT_MIN_LINES", 1 if split else 10**9)
     monkeypatch.setattr(kernels_module, "_cores", lambda: 2)
-    real = cpp.kernel_source
+    real = cpp.print_kernel
 
-    def broken(k, num_threads):
-        src = real(k, num_threads)
+    def broken(k, sched):
+        src = real(k, sched)
         return src.replace("{", "{ this is not C++;", 1) if "softmax" in k.name or \
             "amax" in k.name else src
 
-    monkeypatch.setattr(cpp, "kernel_source", broken)
+    monkeypatch.setattr(cpp, "print_kernel", broken)
     gen = torch.Generator().manual_seed(0)
     x, w = torch.randn(6, 5, generator=gen), torch.randn(5, 7, generator=gen)
     with warnings.catch_warnings(record=True) as caught:
@@ -100,9 +100,9 @@ def test_kernel_build_error_falls_back_for_its_group_only(tmp_path, monkeypatch,
 
 
 def test_explain_reports_the_fallback(tmp_path, monkeypatch):
-    real = cpp.kernel_source
-    monkeypatch.setattr(cpp, "kernel_source",
-                        lambda k, n: real(k, n).replace("{", "{ #error broken\n", 1))
+    real = cpp.print_kernel
+    monkeypatch.setattr(cpp, "print_kernel",
+                        lambda k, sched: real(k, sched).replace("{", "{ #error broken\n", 1))
     gen = torch.Generator().manual_seed(0)
     with pytest.warns(RuntimeWarning, match="failed to build"):
         report = brrr_compiler.explain(_two_kernel_fn, torch.randn(4, 5, generator=gen),
@@ -131,7 +131,7 @@ def test_kernels_on_a_cycle_through_aten_run_through_aten(tmp_path):
     add, cumsum, mul = [n for n in gm.graph.nodes if n.op == "call_function"]
     group = Group(0, [add, mul], [add, mul], [add.args[0], cumsum], (5, 3))
     plan = FusionPlan(gm, [group], [], "by hand")
-    kernels, specs, _ = lower_plan(plan)
+    kernels, specs, *_ = lower_plan(plan)
     compiled, _ = build_kernels(kernels, specs, build_config({"cache_dir": str(tmp_path)}), 1)
     assert list(compiled) == [0]
     with pytest.warns(RuntimeWarning, match="on a cycle"):

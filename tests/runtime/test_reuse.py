@@ -14,7 +14,7 @@ def _f(x):
 
 
 def _build(plan, cache_dir):
-    kernels, specs, printed = lower_plan(plan, "cpp", 1)
+    kernels, specs, printed, _ = lower_plan(plan, "cpp", 1)
     return build_kernels(kernels, specs, build_config({"cache_dir": str(cache_dir)}), 1, printed)
 
 

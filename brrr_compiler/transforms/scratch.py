@@ -8,7 +8,8 @@ stored exactly once, in a loop phase no earlier than every read of the scratch, 
 the same position of the row, the scratch can live in that output row instead: the
 value goes straight to the output while the phase computes (its memory traffic overlaps
 the compute), and the last phase rewrites it in place from cache. ATen's softmax does
-the same. The kernel IR keeps its scratch buffers; only the printed code changes.
+the same. The schedule stage chooses the holders (CppSchedule.scratch_rows); the C++
+printer moves the rows when it prints, the lowered kernel keeps its scratch buffers.
 """
 from __future__ import annotations
 
@@ -19,17 +20,24 @@ import sympy
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
 
-def rows_in_outputs(k: Kernel) -> Kernel:
-    """`k` with every scratch row that an output row can hold moved into it."""
+def scratch_holders(k: Kernel) -> tuple[tuple[str, str], ...]:
+    """(scratch, output) for every scratch row an output row can hold (the module note)."""
     taken: set[str] = set()
-    moves: dict[str, Stmt] = {}           # scratch name -> the output store that holds it
+    moves = []
     for b in k.scratch:
         store = _holder(k, b, taken)
         if store is not None:
-            moves[b.name] = store
+            moves.append((b.name, store.buffer))
             taken.add(store.buffer)
-    if not moves:
+    return tuple(moves)
+
+
+def rows_in_outputs(k: Kernel, holders: tuple[tuple[str, str], ...]) -> Kernel:
+    """`k` with each scratch row of `holders` moved into its output row (scratch_holders)."""
+    if not holders:
         return k
+    stores = {s.buffer: s for s in k.body if s.op == "store"}
+    moves = {name: stores[out] for name, out in holders}
     phases = [dataclasses.replace(p, body=[_redirect(s, moves) for s in p.body])
               for p in k.phases]
     return dataclasses.replace(k, phases=phases,

@@ -130,8 +130,9 @@ def simplify_loops(kernel: Kernel, out_strides) -> Kernel:
 
 def reduces_outer_dim(kernel: Kernel) -> bool:
     """True when the innermost kept dim is contiguous and the reduced dims are not (a sum
-    over dim 0 of a row-major matrix): codegen then tiles columns and streams rows. Never
-    for a kernel that folds across rows (a loss's sum, column folds): only the row
+    over dim 0 of a row-major matrix): the schedule stage then picks the columns schedule,
+    which tiles columns and streams rows (lowering asks too: that schedule keeps no
+    scratch). Never for a kernel that folds across rows (a loss's sum, column folds): only the row
     schedule keeps per-thread partials (partition/domains.py); over a transposed input it
     walks rows at a stride, the lines a row touches staying in cache for the next rows."""
     if (not kernel.loop_vars or not kernel.reduction_vars or kernel.folds_columns

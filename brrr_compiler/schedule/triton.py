@@ -30,35 +30,17 @@ interpreter, text tests) the H100/H200 preset of cost/device.py stands in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import sympy
 
 from brrr_compiler.cost.device import PRESETS
 from brrr_compiler.kernel_ir import Kernel
-from brrr_compiler.lower.loops import linear_coeff, reduces_outer_dim
+from brrr_compiler.schedule_ir import TritonSchedule as Schedule
+from brrr_compiler.transforms.loops import linear_coeff, reduces_outer_dim
 
 DEFAULT_SM_COUNT = PRESETS["h100"].threads      # SMs (132; an A100 has 108)
 PERSISTENT_MAX = 4096           # widest row a persistent reduction holds in one block
 INT32_LIMIT = 2**31 - 1
 _BLOCK_SLACK = 1 << 16          # masked lanes past the end of a domain still compute offsets
-
-
-@dataclass(frozen=True)
-class Schedule:
-    kind: str                   # "pointwise" | "pointwise2d" | "persistent" | "looped"
-    xblock: int
-    yblock: int = 1
-    rblock: int = 1
-    num_warps: int = 4
-    int64: bool = False
-
-    def describe(self) -> str:
-        blocks = {"pointwise": f"XBLOCK={self.xblock}",
-                  "pointwise2d": f"YBLOCK={self.yblock}, XBLOCK={self.xblock}"}.get(
-            self.kind, f"XBLOCK={self.xblock}, RBLOCK={self.rblock}")
-        width = "int64" if self.int64 else "int32"
-        return f"{self.kind}, {blocks}, num_warps={self.num_warps}, {width} indexing"
 
 
 def next_pow2(n: int) -> int:
@@ -74,7 +56,8 @@ def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, v))
 
 
-def choose(k: Kernel, sm_count: int = DEFAULT_SM_COUNT) -> Schedule:
+def choose_triton(k: Kernel, sm_count: int = DEFAULT_SM_COUNT) -> Schedule:
+    """How the Triton printer tiles `k` on a GPU of `sm_count` SMs (the module note)."""
     int64 = needs_int64(k)
     if k.is_reduction:
         return _reduction(k, sm_count, int64)
@@ -123,7 +106,8 @@ def _reduction(k: Kernel, sm_count: int, int64: bool) -> Schedule:
         xblock = min(64, next_pow2(xnumel)) if xnumel is not None else 64
         rblock = min(16, next_pow2(rnumel)) if rnumel is not None else 16
         kind = "persistent" if rnumel is not None and rnumel <= rblock else "looped"
-        return Schedule(kind, xblock, rblock=rblock, num_warps=_warps(xblock * rblock), int64=int64)
+        return Schedule(kind, xblock, rblock=rblock, num_warps=_warps(xblock * rblock), int64=int64,
+                        columns=True)
     if rnumel is not None and next_pow2(rnumel) <= PERSISTENT_MAX:
         rblock = next_pow2(rnumel)
         xblock = max(1, 1024 // rblock)

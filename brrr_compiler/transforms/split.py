@@ -8,8 +8,9 @@ compares an index affine in v with another (a constant), the loop splits at each
 v where such a comparison changes. Within one piece every comparison is a constant, each
 select keeps one side, the clamps resolve to affine indices (interval arithmetic over the
 piece's range of v) and the values nothing reads any more (the other inputs' loads) go.
-The kernel IR stays one loop: `split_inner` is a view of it for the C++ printer (Triton
-masks lanes and keeps the clamped form).
+The kernel IR stays one loop: the C++ schedule records the pieces' bounds (CppSchedule.pieces)
+and the printer specializes the kernel to each (Triton masks lanes and keeps the clamped
+form).
 """
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ _COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": opera
 _KEEP = frozenset({"store", "bounded"})      # statements with an effect
 
 
-def split_inner(k: Kernel) -> list[tuple[int, int, Kernel]]:
-    """[(lo, hi, kernel specialized to lo <= v < hi)] for the innermost variable v,
-    covering its extent in order; [] when the loop does not split."""
+def split_bounds(k: Kernel) -> list[tuple[int, int]]:
+    """[(lo, hi)] covering the innermost variable's extent in order, one piece per side
+    of every select on it (`specialize` gives the kernel of a piece); [] when the loop
+    does not split."""
     if k.is_reduction or len(k.phases) != 1 or not k.loop_vars or not k.ranges[-1].is_Integer:
         return []
     v, n = k.loop_vars[-1], int(k.ranges[-1])
@@ -40,7 +42,7 @@ def split_inner(k: Kernel) -> list[tuple[int, int, Kernel]]:
     if not cuts or len(cuts) + 1 > MAX_PIECES:
         return []
     ends = [0, *cuts, n]
-    return [(lo, hi, _specialize(k, v, lo, hi)) for lo, hi in zip(ends, ends[1:])]
+    return list(zip(ends, ends[1:]))
 
 
 def _affine(e: sympy.Expr, v: sympy.Symbol) -> tuple[int, int] | None:
@@ -95,7 +97,7 @@ def _cut(s: Stmt, defs: dict, v: sympy.Symbol, n: int) -> int | None:
     return cmp.cut(n) if cmp is not None else None
 
 
-def _specialize(k: Kernel, v: sympy.Symbol, lo: int, hi: int) -> Kernel:
+def specialize(k: Kernel, v: sympy.Symbol, lo: int, hi: int) -> Kernel:
     """`k` for lo <= v < hi: comparisons folded to constants, selects resolved, clamps
     in indices resolved where the range decides them, dead statements dropped."""
     defs = {s.out: s for s in k.body if s.out}

@@ -1,0 +1,79 @@
+"""The C++ schedule of a kernel: which loop nest the printer emits, and its parameters.
+
+    reduction over outer dims (transforms/loops.reduces_outer_dim)  -> columns (rows.py)
+    other reductions                                                 -> rows    (rows.py)
+    pointwise, some input read transposed (contiguous along an outer
+    dim, strided along the innermost)                                -> tiled
+    other pointwise kernels                                          -> pointwise
+
+A pointwise kernel hands tiles of INNER_TILE elements of its innermost loop to the
+threads; that loop splits where a select on it changes side (transforms/split.py: cat's
+inputs), and outputs larger than the caches stream past them (stream.py) unless it
+splits (its pieces are short runs). A tiled kernel walks TILE_A x TILE_INNER blocks,
+staging each transposed operand's block first (codegen/cpp_tiled.py has the note).
+"""
+from __future__ import annotations
+
+from brrr_compiler.kernel_ir import Kernel
+from brrr_compiler.schedule import rows
+from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
+from brrr_compiler.schedule.stream import streamed
+from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
+from brrr_compiler.transforms.loops import linear_coeff, reduces_outer_dim
+from brrr_compiler.transforms.split import split_bounds
+
+INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
+TILE_A = 128               # a transposed operand's block: rows along the outer dim
+TILE_INNER = 64            # ... and along the innermost: four cache lines of floats
+
+
+def choose_cpp(k: Kernel, num_threads: int) -> CppSchedule:
+    """How the C++ printer runs `k` on `num_threads` threads."""
+    if k.is_reduction:
+        return rows.columns(k, num_threads) if reduces_outer_dim(k) else rows.rows(k, num_threads)
+    d = transposed_var(k)
+    if d is not None:
+        return _tiled(k, d, num_threads)
+    return _pointwise(k, num_threads)
+
+
+def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
+    pieces = tuple(split_bounds(k))
+    sizes = static_sizes(k.ranges) if k.loop_vars else None
+    fork = None
+    if sizes is not None:
+        *outer, inner = sizes
+        fork = forks(product(outer) * tiles(inner, INNER_TILE), min(inner, INNER_TILE),
+                     PARALLEL_MIN_NUMEL)
+    stream = frozenset() if pieces else frozenset(streamed(k))
+    return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=INNER_TILE,
+                       pieces=pieces, stream=stream)
+
+
+def transposed_var(k: Kernel) -> int | None:
+    """The outer var along which a load is contiguous while the inner var strides it."""
+    if len(k.loop_vars) < 2 or k.is_reduction:
+        return None
+    inner, allv = k.loop_vars[-1], k.all_vars()
+    for s in k.body:
+        if s.op != "load":
+            continue
+        ci = linear_coeff(s.index, inner, allv)
+        if ci is None or ci == 0 or ci == 1:
+            continue
+        for d, v in enumerate(k.loop_vars[:-1]):
+            if linear_coeff(s.index, v, allv) == 1:
+                return d
+    return None
+
+
+def _tiled(k: Kernel, d: int, num_threads: int) -> CppSchedule:
+    sizes = static_sizes(k.ranges)
+    fork = None
+    if sizes is not None:
+        others = [i for i in range(len(sizes) - 1) if i != d]
+        nwork = (product(sizes[i] for i in others) * tiles(sizes[d], TILE_A)
+                 * tiles(sizes[-1], TILE_INNER))
+        fork = forks(nwork, TILE_A * TILE_INNER, PARALLEL_MIN_NUMEL)
+    return CppSchedule("tiled", num_threads, forks=fork, transposed=d,
+                       tile=(TILE_A, TILE_INNER), stream=frozenset(streamed(k)))

@@ -1,0 +1,141 @@
+"""C++ schedules of reduction kernels: rows in parallel, or columns in tiles.
+
+A row kernel (codegen/cpp_reduce.py) takes one row per work item and, when rows are
+fewer than the threads and each is at least SPLIT_MIN_RED long, splits each row across
+them. Its schedule says where scratch rows live (transforms/scratch.py), which outputs
+stream past the caches, which inputs of the next row are prefetched while the current
+one computes (codegen/cpp_prefetch.py), and whether a row's max and sum of exps fold in
+one walk (codegen/cpp_online.py). A reduction over outer dims (codegen/cpp_outer_reduce.py)
+hands each thread tiles of adjacent columns; its schedule picks the tile width and the
+inputs worth prefetching a few rows ahead.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+from brrr_compiler.schedule.online import online_index
+from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
+from brrr_compiler.schedule.stream import streamed_rows
+from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
+from brrr_compiler.transforms.loops import linear_coeff
+from brrr_compiler.transforms.scratch import rows_in_outputs, scratch_holders
+
+LINE_BYTES = 64
+COLUMN_TILE = 256       # the tile when sizes are symbolic, and the narrowest the byte budget asks
+MIN_COLUMN_TILE = 64    # the narrowest tile, so that every thread gets columns (256 over 2 threads)
+MAX_COLUMN_TILE = 2048
+MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per element
+SMALL_BYTES = 1 << 20        # less than this stays in the per-core L2: no prefetch (256^2: 17 -> 19 us)
+BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
+STAGE_MAX_ROW = 256          # rows longer than this keep their byte loads (codegen/cpp_staging.py)
+IN_ORDER_FOLDS = frozenset({"sum", "prod"})
+
+
+def next_row_loads(k: Kernel) -> dict[tuple, int]:
+    """(buffer, index) -> elements per cache line, for the first loop phase's input loads
+    contiguous along the innermost reduced dim, when a second loop phase can hide their
+    prefetch (codegen/cpp_prefetch.py)."""
+    loop_phases = [p for p in k.phases if p.per_row_loop]
+    if len(loop_phases) < 2 or not k.reduction_vars:
+        return {}
+    inner = k.reduction_vars[-1]
+    inputs = {b.name: b.dtype for b in k.inputs}
+    known = set(k.all_vars()) | set(k.size_vars)   # not a loaded index (embedding)
+    return {(s.buffer, s.index): LINE_BYTES // inputs[s.buffer].itemsize
+            for s in loop_phases[0].body
+            if s.op == "load" and s.buffer in inputs and sympy.sympify(s.index).free_symbols <= known
+            and linear_coeff(s.index, inner, k.all_vars()) == 1}
+
+
+def rows(k: Kernel, num_threads: int) -> CppSchedule:
+    holders = scratch_holders(k)
+    printed = rows_in_outputs(k, holders)         # the kernel the printer walks
+    columns = next((p for p in printed.phases if p.loop and p.once), None)
+    stored = {s.buffer for s in columns.body if s.op == "store"} if columns else set()
+    sizes, red = static_sizes(k.ranges), static_sizes(k.reduction_ranges)
+    fork = None if sizes is None or red is None else forks(product(sizes), product(red),
+                                                           PARALLEL_MIN_NUMEL)
+    return CppSchedule(
+        "rows", num_threads, forks=fork,
+        stream=frozenset(streamed_rows(printed) - stored),   # a column row is one row of values
+        prefetch=frozenset(b for b, _ in next_row_loads(printed)),
+        scratch_rows=holders, online=online_index(printed), staged=_staged(printed),
+        columns_forks=None if red is None else product(red) * num_threads >= PARALLEL_MIN_NUMEL)
+
+
+def byte_loads(body: list[Stmt]) -> list[Stmt]:
+    """The loads of 1-byte values in `body` whose index uses only loop variables and
+    sizes (not a value the body computes)."""
+    computed = {s.out for s in body if s.out is not None}
+    return [s for s in body if s.op == "load" and s.dtype in BYTE_TYPES
+            and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
+
+
+def _staged(k: Kernel) -> frozenset[int]:
+    """The loop phases whose chunks copy their byte loads (masks) to int32 lanes first: a
+    float sum or product, folded in order lane by lane, over a short static row
+    (codegen/cpp_staging.py has the note). Argmax and argmin loops are scalar anyway."""
+    rr = k.reduction_ranges
+    row = sympy.sympify(rr[-1] if k.reduction_vars else sympy.Mul(*rr))
+    if not (row.is_Integer and int(row) <= STAGE_MAX_ROW):
+        return frozenset()
+    out = set()
+    for i, p in enumerate(k.phases):
+        reds = [s for s in p.body if s.op == "reduce"]
+        if (p.loop and byte_loads(p.body) and all(r.value not in ("argmax", "argmin") for r in reds)
+                and any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)):
+            out.add(i)
+    return frozenset(out)
+
+
+def column_prefetch_loads(k: Kernel, phase: Phase) -> set[tuple]:
+    """(buffer, index) of `phase`'s input loads contiguous along the columns that step
+    with the one reduced dim: the next rows' pieces of them may be prefetched."""
+    if len(k.reduction_vars) != 1:
+        return set()
+    r, inner, allv = k.reduction_vars[0], k.loop_vars[-1], k.all_vars()
+    inputs = {b.name for b in k.inputs}
+    return {(s.buffer, s.index) for s in phase.body if s.op == "load" and s.buffer in inputs
+            and linear_coeff(s.index, inner, allv) == 1 and linear_coeff(s.index, r, allv)}
+
+
+def columns(k: Kernel, num_threads: int) -> CppSchedule:
+    tile = _column_tile(k, num_threads)
+    sizes, red = static_sizes(k.ranges), static_sizes(k.reduction_ranges)
+    fork = None
+    if sizes is not None and red is not None:
+        fork = forks(product(sizes[:-1]) * tiles(sizes[-1], tile), product(red) * tile,
+                     PARALLEL_MIN_NUMEL)
+    everything = static_sizes(list(k.ranges) + list(k.reduction_ranges))
+    numel = product(everything) if everything is not None else None
+    size = {b.name: b.dtype.itemsize for b in k.inputs}
+    prefetch = {b for p in k.phases for b, _ in column_prefetch_loads(k, p)
+                if numel is None or numel * size[b] >= SMALL_BYTES}   # else L2 holds it
+    return CppSchedule("columns", num_threads, forks=fork, column_tile=tile,
+                       prefetch=frozenset(prefetch))
+
+
+def _column_tile(k: Kernel, num_threads: int) -> int:
+    """The widest tile that still gives every thread work and fits the byte budget."""
+    *outer, last = [sympy.sympify(r) for r in k.ranges]
+    if not (last.is_Integer and all(r.is_Integer for r in outer)):
+        return COLUMN_TILE
+    nrows = int(sympy.Mul(*outer)) if outer else 1
+    budget = MAX_TILE_BYTES // (8 * max(1, _array_count(k)))
+    tile = MAX_COLUMN_TILE
+    while (tile > COLUMN_TILE and tile > budget) or \
+            (tile > MIN_COLUMN_TILE and nrows * -(-int(last) // tile) < num_threads):
+        tile //= 2
+    return tile
+
+
+def _array_count(k: Kernel) -> int:
+    """Arrays over the tile the columns printer keeps: each row-level value, and per fold
+    its accumulators (and NaN flags for max and min)."""
+    row_level = [s for p in k.phases for s in p.body
+                 if s.out and (not p.loop or s.op == "reduce")]
+    reds = [s for s in row_level if s.op == "reduce"]
+    return (len({s.out for s in row_level}) + 2 * len(reds)
+            + 2 * sum(r.value in ("max", "min") for r in reds))

@@ -1,0 +1,93 @@
+"""How a kernel runs on a target, as a value: the schedule the printers print and the
+cost model counts.
+
+The schedule stage (brrr_compiler/schedule/) chooses one per (kernel, target, threads);
+codegen prints the (Kernel, Schedule) pair and takes no decision of its own. The types
+live here, beside kernel_ir.py, so that every stage may read them (the cost model comes
+before lowering in the pipeline, yet counts the pair).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# below this many elements of work a C++ parallel loop runs on one thread: forking costs
+# more than it saves (cost/estimate.py reads it for the kernels it has not lowered yet)
+PARALLEL_MIN_NUMEL = 32768
+# a row kernel's rows this long are split across the threads when rows are fewer than them
+SPLIT_MIN_RED = 65536
+
+
+@dataclass(frozen=True)
+class CppSchedule:
+    """One C++ kernel's loop nest. `kind`:
+      pointwise  tiles of `inner_tile` of the innermost loop handed to threads (cpp.py)
+      tiled      2-D tiles over (outer dim `transposed`, innermost) (cpp_tiled.py)
+      rows       one row per work item, phases per row (cpp_reduce.py)
+      columns    a reduction over outer dims: tiles of `column_tile` columns, rows
+                 streamed (cpp_outer_reduce.py)
+    """
+    kind: str
+    threads: int
+    min_parallel: int = PARALLEL_MIN_NUMEL    # the parallel loops' `if` clause
+    forks: bool | None = None        # constant sizes: does the main parallel loop fork?
+    inner_tile: int = 0              # pointwise: innermost-loop tile per work item
+    pieces: tuple[tuple[int, int], ...] = ()   # pointwise: the inner loop split (cat)
+    stream: frozenset[str] = frozenset()       # outputs stored past the caches
+    transposed: int | None = None    # tiled: the outer dim read contiguously
+    tile: tuple[int, int] = (0, 0)   # tiled: (outer, inner) block
+    column_tile: int = 0             # columns: columns per work item
+    prefetch: frozenset[str] = frozenset()     # rows/columns: inputs prefetched ahead
+    scratch_rows: tuple[tuple[str, str], ...] = ()   # rows: (scratch, output row holding it)
+    online: int | None = None        # rows: first of the two phases folded in one walk
+    staged: frozenset[int] = frozenset()   # rows: phases whose chunks stage byte loads
+    split_min_red: int = SPLIT_MIN_RED   # rows: a row this long splits when rows are few
+    columns_forks: bool | None = None    # rows: does the column folds' phase fork?
+
+    @property
+    def columns(self) -> bool:
+        """Folds walk rows over tiles of columns (what the cost model counts as such)."""
+        return self.kind == "columns"
+
+    def describe(self) -> str:
+        """One line for dumps and explain."""
+        parts = [self.kind, f"{self.threads} thread(s)"]
+        if self.forks is False:
+            parts.append("serial")
+        if self.kind == "pointwise":
+            parts.append(f"tile {self.inner_tile}")
+        if self.pieces:
+            parts.append(f"split in {len(self.pieces)} at "
+                         + ", ".join(str(lo) for lo, _ in self.pieces[1:]))
+        if self.transposed is not None:
+            parts.append(f"{self.tile[0]}x{self.tile[1]} tiles over dim {self.transposed}")
+        if self.column_tile:
+            parts.append(f"{self.column_tile} columns per tile")
+        if self.online is not None:
+            parts.append("max and sum of exps in one walk")
+        if self.staged:
+            parts.append("masks staged as int32")
+        for label, names in (("streams", self.stream), ("prefetches", self.prefetch)):
+            if names:
+                parts.append(f"{label} {', '.join(sorted(names))}")
+        if self.scratch_rows:
+            parts.append("scratch in " + ", ".join(f"{o}" for _, o in self.scratch_rows))
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class TritonSchedule:
+    """One Triton kernel's blocks (schedule/triton.py has the rule)."""
+    kind: str                   # "pointwise" | "pointwise2d" | "persistent" | "looped"
+    xblock: int
+    yblock: int = 1
+    rblock: int = 1
+    num_warps: int = 4
+    int64: bool = False
+    columns: bool = False       # a reduction over outer dims: blocks of adjacent columns
+
+    def describe(self) -> str:
+        blocks = {"pointwise": f"XBLOCK={self.xblock}",
+                  "pointwise2d": f"YBLOCK={self.yblock}, XBLOCK={self.xblock}"}.get(
+            self.kind, f"XBLOCK={self.xblock}, RBLOCK={self.rblock}")
+        width = "int64" if self.int64 else "int32"
+        return f"{self.kind}, {blocks}, num_warps={self.num_warps}, {width} indexing"

@@ -1,0 +1,3 @@
+"""Kernel IR to kernel IR: loop order and collapse (loops.py), non-positive exps marked
+(signs.py), an innermost loop split where a select changes side (split.py), scratch rows
+moved into output rows (scratch.py). Lowering and the schedule stage apply them."""

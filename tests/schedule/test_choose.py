@@ -1,0 +1,102 @@
+"""The schedule stage: one value per (kernel, target, threads), printed as chosen and
+counted by the cost model."""
+import dataclasses
+
+import pytest
+import torch
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.codegen import triton as triton_printer
+from brrr_compiler.cost import kernel_stats
+from brrr_compiler.lower.group import lower_group
+from brrr_compiler.schedule import choose
+from brrr_compiler.schedule_ir import CppSchedule, TritonSchedule
+from tests.helpers import plan_of
+
+
+def _kernel(fn, *args, use_scratch=True):
+    (g,) = plan_of(fn, *args).groups
+    return lower_group(g, g.name, use_scratch=use_scratch)
+
+
+CASES = {   # name: (fn, inputs, the C++ kind)
+    "pointwise": (lambda x: x * 2 + 1, (torch.randn(64, 256),), "pointwise"),
+    "tiled": (lambda a, b: a + b.t(), (torch.randn(256, 128), torch.randn(128, 256)), "tiled"),
+    "rows": (lambda x: torch.softmax(x, -1), (torch.randn(64, 1024),), "rows"),
+    "columns": (lambda x: x.sum(0), (torch.randn(512, 256),), "columns"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_loop_nest_is_chosen_and_printed_as_chosen(name):
+    fn, args, kind = CASES[name]
+    k = _kernel(fn, *args)
+    sched = choose(k, "cpp", 2)
+    assert isinstance(sched, CppSchedule) and sched.kind == kind and sched.threads == 2
+    assert cpp.print_kernel(k, sched) == cpp.kernel_source(k, 2)
+    assert hash(sched) == hash(choose(k, "cpp", 2))          # a value: frozen, comparable
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sched.kind = "rows"
+    assert sched.describe().startswith(kind)
+
+
+def test_the_printer_reads_the_schedule_not_the_kernel():
+    k = _kernel(lambda x: x * 2 + 1, torch.randn(64, 4096))
+    sched = choose(k, "cpp", 2)
+    assert "const int64_t tile = 8192;" in cpp.print_kernel(k, sched)
+    other = dataclasses.replace(sched, inner_tile=1024, forks=True)
+    src = cpp.print_kernel(k, other)
+    assert "const int64_t tile = 1024;" in src and "#pragma omp parallel for" in src
+
+
+def test_a_cat_splits_and_does_not_stream():
+    k = _kernel(lambda a, b: torch.cat([a, b], 1) * 2, torch.randn(8, 48), torch.randn(8, 80))
+    sched = choose(k, "cpp", 1)
+    assert sched.pieces == ((0, 48), (48, 128)) and not sched.stream
+    assert "split in 2 at 48" in sched.describe()
+
+
+def test_softmax_rows_keep_scratch_in_the_output_and_prefetch():
+    k = _kernel(lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
+    sched = choose(k, "cpp", 2)
+    assert sched.scratch_rows and sched.scratch_rows[0][1].startswith("out")
+    assert sched.prefetch and sched.forks is True
+
+
+def test_triton_schedules_come_from_the_same_stage():
+    k = _kernel(lambda x: x.sum(0), torch.randn(512, 256), use_scratch=False)
+    sched = choose(k, "triton", sm_count=132)
+    assert isinstance(sched, TritonSchedule) and sched.columns
+    assert triton_printer.kernel_source(k, sched=sched) == triton_printer.kernel_source(k, 132)
+    with pytest.raises(ValueError, match="no schedule for target"):
+        choose(k, "metal")
+
+
+def test_the_cost_model_counts_the_schedule_it_is_given():
+    """A column sum's folds are counted as the column kind exactly when its schedule tiles
+    columns: the counter reads the schedule instead of working the rule out again."""
+    k = _kernel(lambda x: x.amax(0), torch.randn(512, 256))
+    sched = choose(k, "cpp", 2)
+    assert sched.columns
+    as_rows = kernel_stats(k, dataclasses.replace(sched, kind="rows"))
+    as_columns = kernel_stats(k, sched)
+    assert as_columns.special != as_rows.special
+    assert any(op.endswith("@columns") for _, op in as_columns.special)
+
+
+def test_short_masked_rows_stage_their_masks():
+    """A masked softmax's sum over short rows copies the mask to int32 lanes first
+    (codegen/cpp_staging.py); over long rows it keeps the byte loads."""
+    def masked(x, m):
+        return torch.softmax(x.masked_fill(m, float("-inf")), -1)
+
+    def staged(cols):
+        x, m = torch.randn(16, cols), torch.rand(16, cols) > 0.5
+        k = _kernel(masked, x, m)
+        sched = choose(k, "cpp", 2)
+        return sched.staged, cpp.print_kernel(k, sched)
+
+    short, src = staged(128)
+    assert short and "int32_t st_" in src
+    long_, src = staged(1024)
+    assert not long_ and "int32_t st_" not in src
