@@ -444,7 +444,7 @@ def main(argv=None) -> None:
         raise SystemExit("--clock cpu needs --threads 1 (CPU time adds up every thread)")
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     if not args.no_calibrate:
-        spec = measure(args.cache_dir, lambda m: print(m, file=sys.stderr, flush=True), clock)
+        spec = measure(args.cache_dir, lambda m: print(m, file=sys.stderr, flush=True), clock).spec
         save_device_spec(spec, args.cache_dir)
     spec = current_device_spec(args.cache_dir)
     bandwidth = harness.stream_bandwidth()

@@ -1,7 +1,7 @@
 """Run benchmark suites one after another, each in its own process (each re-execs itself
 with the malloc environment and writes its own results).
 
-    python benchmarks/run_all.py [kernels|models|compile|all] [--quick] [-- extra suite args]
+    python benchmarks/run_all.py [kernels|models|compile|sweep|all] [--quick] [-- extra suite args]
 
 `brrr bench ...` (brrr_compiler/cli.py) runs this file from the checkout.
 """
@@ -19,7 +19,9 @@ SUITES = {
     "kernels": "bench_kernels.py",
     "models": "bench_models.py",
     "compile": "bench_compile.py",
+    "sweep": "bench_sweep.py",
 }
+ALL = ("kernels", "models", "compile")     # the sweep is long: asked for by name
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -32,7 +34,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    names = list(SUITES) if args.suite == "all" else [args.suite]
+    names = list(ALL) if args.suite == "all" else [args.suite]
     failed = []
     for name in names:
         cmd = [sys.executable, str(HERE / SUITES[name])]

@@ -29,7 +29,7 @@ from brrr_compiler.graph_report import failed_graph_report, graph_report, op_nam
 from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lower.group import lower_group
-from brrr_compiler.partition import partition
+from brrr_compiler.partition import PolicyError, partition
 from brrr_compiler.runtime import cache, script, toolchain, triton_launch
 from brrr_compiler.runtime.autotune import Autotuner
 from brrr_compiler.runtime.kernels import build_kernels
@@ -82,8 +82,8 @@ def compile_or_aten(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     try:
         return compile_graph(gm, cfg, kind, sink, example_inputs, name)
     except Exception as err:
-        if cfg.strict:
-            raise
+        if cfg.strict or (isinstance(err, PolicyError) and not isinstance(cfg.fusion, str)):
+            raise      # the user's own policy has a bug: say so rather than run ATen
         why = f"compiling a {kind} graph failed ({type(err).__name__}: {err})"
         warn_once(f"graph-{type(err).__name__}-{err}",
                   f"brrr: {why}; that graph runs through ATen instead")

@@ -5,20 +5,28 @@ through the driver, so it lives at the top with the command line (cost/ only rea
 DeviceSpec it saves).
 
     streaming bandwidth    dst.copy_(src) of 256 MB float32 (read + write counted)
-    cache bandwidth        a brrr kernel x + 1 on 1 and 4 MB (in cache): bytes moved over
+    cache bandwidth        a brrr kernel x + 1 on 0.75 and 3 MB (in cache): bytes moved over
                            the time between the two sizes
     flop rate              brrr kernels of 8 and 40 steps x * 1.0001 + 0.5 on 1 MB of
                            data (float32, float64): 2 flop-equivalents per step and element
     transcendental rate    brrr kernels of 1 and 4 steps exp(-x) on the same data (short
                            chains: real kernels interleave few calls); and chains of sin,
                            tanh, erf, sigmoid (each its own rate)
-    reduce folds           x.sum(-1), x.amax(-1) over 256 and 1024 cache-resident rows
+    reduce folds           x.sum(-1), x.amax(-1) over 192 and 768 cache-resident rows
     scalar transcendental  sin inside a row amax (a loop that does not vectorize)
     overheads              one-element graphs of 1 and 9 kernels (fusion "none"): the
                            slope is the per-kernel cost, the intercept the per-call cost
 
-A number more than 30x off the generic CPU's is measured again (three tries), then left
-at the generic value, and the spec's `source` says which. Compute is measured on brrr's
+The sizes are chosen apart from the cost model's validation set
+(benchmarks/bench_cost_model.py: x + 1 on 64K, 1M, 16M and 64M floats, x.amax(-1) on
+1024x1024, ...), so the model is never validated on the points it was fitted to.
+
+Every figure is measured again until its last three tries agree within STABLE_SPREAD
+(at most TRIES tries) and the median of those three is kept; the spread is printed beside
+it. A figure that never settles is noisy: `brrr calibrate` then refuses to save (a noisy
+calibration would steer every later compile), unless told --force. A try more than 30x
+off the generic CPU's number is implausible and not counted; a figure with no plausible
+try keeps the generic value, and the spec's `source` says which. Compute is measured on brrr's
 own kernels, so the rates include what its code generator
 makes of them (vectorized libm calls, OpenMP tiles); the slope between two chain lengths
 cancels call overhead and memory traffic. Each number is a low percentile over
@@ -30,14 +38,18 @@ from __future__ import annotations
 
 import datetime
 import functools
+import statistics
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from brrr_compiler.cost.device import MIB, DeviceSpec, generic_cpu, save_device_spec
 
 QUANTILE = 0.2
+STABLE_SPREAD = 0.10   # a figure's last three tries within 10% of each other
+TRIES = 6
 
 
 def _per_call(fn, args=(), calls: int = 10, rounds: int = 7, budget_s: float = 2.0,
@@ -63,9 +75,18 @@ def copy_bandwidth(nbytes: int, calls: int, clock=time.perf_counter) -> float:
     return 2 * n * 4 / _per_call(dst.copy_, (src,), calls=calls, clock=clock)
 
 
-def _compile(fn, **options):
+def _compiled(step: str, steps: int, result: str = "x", **options):
+    """The compiled chain (see _chain), once per process and thread count: the repeated
+    tries of a figure time it again rather than compile it again."""
+    return _compiled_for(torch.get_num_threads(), step, steps, result,
+                         tuple(sorted(options.items())))
+
+
+@functools.cache
+def _compiled_for(threads: int, step: str, steps: int, result: str, options: tuple):
     from brrr_compiler.backend import brrr_backend
-    return torch.compile(fn, backend=functools.partial(brrr_backend, options=options or None),
+    return torch.compile(_chain(step, steps, result),
+                         backend=functools.partial(brrr_backend, options=dict(options) or None),
                          dynamic=False)
 
 
@@ -89,7 +110,7 @@ REDUCTIONS = {"reduce_sum": "x.sum(-1)", "reduce_max": "x.amax(-1)"}
 def overheads(cache_dir: str, clock=time.perf_counter) -> tuple[float, float]:
     """(per-kernel, per-call) seconds from one-element graphs of 1 and 9 kernels."""
     x = torch.ones(1)
-    t1, t9 = (_per_call(_compile(_chain(ADD, k), fusion="none", cache_dir=cache_dir), (x,),
+    t1, t9 = (_per_call(_compiled(ADD, k, fusion="none", cache_dir=cache_dir), (x,),
                         calls=200, clock=clock) for k in (1, 9))
     per_kernel = max((t9 - t1) / 8, 0.0)
     return per_kernel, max(t1 - per_kernel, 0.0)
@@ -100,16 +121,16 @@ def chain_rate(step: str, steps: tuple[int, int], dtype, cache_dir: str, numel: 
     """Steps x elements per second of brrr kernels running `step` `steps` times: the slope
     between two chain lengths, so call overhead and memory traffic cancel out."""
     x = torch.rand(numel, dtype=dtype)
-    t = [_per_call(_compile(_chain(step, k), cache_dir=cache_dir), (x,), calls=20, clock=clock)
+    t = [_per_call(_compiled(step, k, cache_dir=cache_dir), (x,), calls=20, clock=clock)
          for k in steps]
     return (steps[1] - steps[0]) * numel / max(t[1] - t[0], 1e-12)
 
 
 def cache_bandwidth(cache_dir: str, clock=time.perf_counter) -> float:
     """Bytes/s (read + write) of a brrr kernel x + 1 on cache-resident data: the slope
-    between 256K and 1M floats, so the call overhead cancels out."""
-    fn = _compile(_chain(ADD, 1), cache_dir=cache_dir)
-    sizes = (1 << 18, 1 << 20)
+    between 192K and 768K floats, so the call overhead cancels out."""
+    fn = _compiled(ADD, 1, cache_dir=cache_dir)
+    sizes = (3 << 16, 3 << 18)
     t = [_per_call(fn, (torch.rand(n),), calls=50, clock=clock) for n in sizes]
     return 8 * (sizes[1] - sizes[0]) / max(t[1] - t[0], 1e-12)
 
@@ -118,18 +139,17 @@ def scalar_transcendental_rate(cache_dir: str, clock=time.perf_counter) -> float
     """sin evaluations per second inside a row max (a loop gcc does not vectorize): the
     slope between 1 and 4 sins per element over 256 cache-resident rows of 1024."""
     x = torch.rand(256, 1024)
-    t = [_per_call(_compile(_chain("torch.sin(x)", k, "x.amax(-1)"), cache_dir=cache_dir),
+    t = [_per_call(_compiled("torch.sin(x)", k, "x.amax(-1)", cache_dir=cache_dir),
                    (x,), calls=10, clock=clock) for k in (1, 4)]
     return 3 * x.numel() / max(t[1] - t[0], 1e-12)
 
 
 def reduce_rate(expr: str, cache_dir: str, clock=time.perf_counter) -> float:
     """Elements per second a brrr row reduction folds (cache-resident rows of 1024): the
-    slope between 256 and 1024 rows."""
-    fn = _chain(expr, 1)
-    t = [_per_call(_compile(fn, cache_dir=cache_dir), (torch.rand(rows, 1024),), calls=20,
-                   clock=clock) for rows in (256, 1024)]
-    return (1024 - 256) * 1024 / max(t[1] - t[0], 1e-12)
+    slope between 192 and 768 rows."""
+    fn = _compiled(expr, 1, cache_dir=cache_dir)
+    t = [_per_call(fn, (torch.rand(rows, 1024),), calls=20, clock=clock) for rows in (192, 768)]
+    return (768 - 192) * 1024 / max(t[1] - t[0], 1e-12)
 
 
 def _cache_sizes() -> tuple[int, int]:
@@ -160,50 +180,105 @@ def cpu_model_name(default: str = "cpu") -> str:
     return default
 
 
-def measure(cache_dir: str, log=print, clock=time.perf_counter) -> DeviceSpec:
-    """Run the micro-benchmarks and return this machine's DeviceSpec (not saved).
+class Calibration(NamedTuple):
+    spec: DeviceSpec
+    spread: dict[str, float]    # figure -> max/min - 1 over the tries it kept
+    noisy: list[str]            # figures whose tries never settled
+
+
+class _Figures:
+    """Each figure measured until it settles (module docstring), with its spread."""
+
+    def __init__(self, log):
+        self.log, self.spread, self.noisy, self.doubtful = log, {}, [], []
+
+    def settle(self, name: str, run, default: float) -> float:
+        values = []
+        for _ in range(TRIES):
+            value = run()
+            if default / 30 <= value <= default * 30:
+                values.append(value)
+                if len(values) >= 3 and _spread(values[-3:]) <= STABLE_SPREAD:
+                    break
+        if not values:
+            self.log(f"  {name}: measured {value:.3g}, implausible (a busy machine?); "
+                     f"the generic {default:.3g} stands in")
+            self.doubtful.append(name)
+            return default
+        kept = values[-3:]
+        self.spread[name] = _spread(kept)
+        if len(kept) < 3 or self.spread[name] > STABLE_SPREAD:
+            self.noisy.append(name)
+        return statistics.median(kept)
+
+    def note(self, name: str) -> str:
+        spread = self.spread.get(name)
+        return "generic" if spread is None else f"spread {100 * spread:.0f}%" + \
+            (", NOISY" if name in self.noisy else "")
+
+
+def _spread(values: list[float]) -> float:
+    return max(values) / min(values) - 1 if min(values) > 0 else float("inf")
+
+
+def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
+    """Run the micro-benchmarks and return this machine's DeviceSpec (not saved), with
+    each figure's spread and the figures that never settled.
 
     `clock` times them: wall time by default; time.process_time (CPU time) measures a
     single-threaded configuration on a machine other jobs share, since time spent
     preempted does not count."""
     from brrr_compiler.codegen.cpp import PARALLEL_MIN_NUMEL
     started, threads = time.perf_counter(), torch.get_num_threads()
-    generic, doubtful = generic_cpu(threads), []
-
-    def sane(name: str, run, default: float) -> float:
-        """run() until it lands within 30x of the generic CPU's number (3 tries): a busy
-        machine makes a slope negative or a copy crawl; else keep the generic number."""
-        for _ in range(3):
-            value = run()
-            if default / 30 <= value <= default * 30:
-                return value
-        log(f"  {name}: measured {value:.3g}, implausible (a busy machine?); "
-            f"the generic {default:.3g} stands in")
-        doubtful.append(name)
-        return default
-
+    generic, figures = generic_cpu(threads), _Figures(log)
+    sane = figures.settle
     l2, llc = _cache_sizes()
     dram = sane("streaming bandwidth", lambda: copy_bandwidth(256 * MIB, 1, clock),
                 generic.dram_bandwidth)
-    log(f"  streaming bandwidth   {dram / 1e9:8.1f} GB/s  (copy of 256 MB, read + write)")
+    log(f"  streaming bandwidth   {dram / 1e9:8.1f} GB/s  (copy of 256 MB, read + write; "
+        f"{figures.note('streaming bandwidth')})")
     cache = sane("cache bandwidth", lambda: cache_bandwidth(cache_dir, clock),
                  generic.cache_bandwidth)
-    log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 1 to 4 MB)")
-    per_kernel, per_call = overheads(cache_dir, clock)
-    log(f"  overhead              {per_kernel * 1e6:8.2f} us per kernel, "
-        f"{per_call * 1e6:.2f} us per graph call")
+    log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 0.75 to 3 MB; "
+        f"{figures.note('cache bandwidth')})")
+    per_kernel = sane("kernel overhead", lambda: overheads(cache_dir, clock)[0],
+                      generic.kernel_overhead_s)
+    per_call = sane("call overhead", lambda: overheads(cache_dir, clock)[1],
+                    generic.call_overhead_s)
+    log(f"  overhead              {per_kernel * 1e6:8.2f} us per kernel "
+        f"({figures.note('kernel overhead')}), {per_call * 1e6:.2f} us per graph call "
+        f"({figures.note('call overhead')})")
+    flops, functions = _compute_figures(cache_dir, clock, generic, figures)
+    date = datetime.date.today().isoformat()
+    source = f"calibrated {date} ({threads} threads)"
+    if figures.doubtful:
+        source += "; generic numbers for " + ", ".join(figures.doubtful)
+    spec = DeviceSpec(
+        name=cpu_model_name(), kind="cpu", threads=threads, flops=flops,
+        transcendentals=functions["exp"], functions=functions,
+        dram_bandwidth=dram, cache_bandwidth=cache, l2_bytes=l2, llc_bytes=llc,
+        kernel_overhead_s=per_kernel, call_overhead_s=per_call,
+        parallel_min_elements=PARALLEL_MIN_NUMEL, overlap=1.0, source=source)
+    log(f"  done in {time.perf_counter() - started:.1f} s")
+    return Calibration(spec, dict(figures.spread), list(figures.noisy))
+
+
+def _compute_figures(cache_dir: str, clock, generic: DeviceSpec, figures: _Figures):
+    """(flop rates by dtype, function rates by name) from brrr's own kernels."""
+    sane, log = figures.settle, figures.log
     flops = {}
     for dtype in (torch.float32, torch.float64):
         key = str(dtype)[6:]
         flops[key] = sane(f"{key} flop rate", lambda: 2 * chain_rate(
             FMA, (8, 40), dtype, cache_dir, clock=clock), generic.flops[key])
     flops["float16"] = flops["bfloat16"] = flops["float32"]     # computed in float32
-    log(f"  flop rate             {flops['float32'] / 1e9:8.1f} GFLOP/s float32, "
-        f"{flops['float64'] / 1e9:.1f} float64  (x * a + b chains)")
+    log(f"  flop rate             {flops['float32'] / 1e9:8.1f} GFLOP/s float32 "
+        f"({figures.note('float32 flop rate')}), {flops['float64'] / 1e9:.1f} float64 "
+        f"({figures.note('float64 flop rate')})  (x * a + b chains)")
     per_step = sane("exp rate", lambda: chain_rate(EXP, (1, 4), torch.float32, cache_dir,
                                                    clock=clock), generic.transcendentals)
     trans = 1 / max(1 / per_step - 1 / flops["float32"], 1 / (2 * per_step))   # less the neg
-    log(f"  transcendental rate   {trans / 1e9:8.2f} G/s  (exp chains)")
+    log(f"  transcendental rate   {trans / 1e9:8.2f} G/s  (exp chains; {figures.note('exp rate')})")
     functions = {"exp": trans}
     for name, step in FUNCTIONS.items():
         functions[name] = sane(name, lambda: chain_rate(step, (1, 4), torch.float32, cache_dir,
@@ -215,32 +290,41 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> DeviceSpec:
     functions["scalar_transcendental"] = sane(
         "scalar transcendental", lambda: scalar_transcendental_rate(cache_dir, clock),
         generic.functions["scalar_transcendental"])
-    log("  functions             " + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in functions.items())
-        + " G/s")
-    date = datetime.date.today().isoformat()
-    source = f"calibrated {date} ({threads} threads)"
-    if doubtful:
-        source += "; generic numbers for " + ", ".join(doubtful)
-    spec = DeviceSpec(
-        name=cpu_model_name(), kind="cpu", threads=threads, flops=flops, transcendentals=trans,
-        functions=functions,
-        dram_bandwidth=dram, cache_bandwidth=cache, l2_bytes=l2, llc_bytes=llc,
-        kernel_overhead_s=per_kernel, call_overhead_s=per_call,
-        parallel_min_elements=PARALLEL_MIN_NUMEL, overlap=1.0, source=source)
-    log(f"  done in {time.perf_counter() - started:.1f} s")
-    return spec
+    log("  functions             " + ", ".join(
+        f"{k} {v / 1e9:.2f} ({figures.note(k)})" for k, v in functions.items()
+        if k not in ("exp", "reduce_min")) + " G/s")
+    return flops, functions
 
 
 def calibrate(cache_dir: str | None = None, save: bool = True, log=print,
-              calibration_dir: str | None = None) -> DeviceSpec:
-    """Measure this machine (about 20-60 s, building kernels in `cache_dir`) and save it
+              calibration_dir: str | None = None, force: bool = False) -> DeviceSpec:
+    """Measure this machine (about a minute, building kernels in `cache_dir`) and save it
     as <calibration_dir>/device.json, which later compiles load; returns the DeviceSpec.
-    Both default to Config's (BRRR_CACHE_DIR, BRRR_CALIBRATION_DIR)."""
+    Both dirs default to Config's (BRRR_CACHE_DIR, BRRR_CALIBRATION_DIR). A calibration
+    with noisy figures is not saved unless `force` (see run)."""
+    return run(cache_dir, save, log, calibration_dir, force)[0].spec
+
+
+def run(cache_dir: str | None = None, save: bool = True, log=print,
+        calibration_dir: str | None = None, force: bool = False):
+    """calibrate's work: (Calibration, the path saved or None). Measured at the thread
+    count brrr's kernels will use (Config.num_threads, else torch's)."""
     from brrr_compiler.config import build_config
     cfg = build_config()
-    spec = measure(cache_dir or cfg.cache_dir, log)
-    if save:
-        path = save_device_spec(spec, calibration_dir or cfg.calibration_dir)
-        log(f"  saved {path}")
-    return spec
-
+    before = torch.get_num_threads()
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    try:
+        result = measure(cache_dir or cfg.cache_dir, log)
+    finally:
+        torch.set_num_threads(before)
+    if not save:
+        return result, None
+    if result.noisy and not force:
+        log(f"  not saved: {', '.join(result.noisy)} did not settle within "
+            f"{100 * STABLE_SPREAD:.0f}% over {TRIES} tries (a busy machine?); run it again "
+            "when the machine is quiet, or pass --force to save these numbers anyway")
+        return result, None
+    path = save_device_spec(result.spec, calibration_dir or cfg.calibration_dir)
+    log(f"  saved {path}")
+    return result, path

@@ -3,7 +3,7 @@
     brrr --version
     brrr demo [--size small|full] [--rounds N] [--trace FILE]   (also: python -m brrr_compiler.cli ...)
     brrr calibrate [--cache-dir DIR] [--calibration-dir DIR] [--dry-run]
-    brrr bench [kernels|models|compile|all] [--quick]
+    brrr bench [kernels|models|compile|sweep|all] [--quick]
     brrr bench models [--models gpt2,bert,...] [--modes inference1,inference,training]
                       [--rounds N] [--backends eager,aot_eager,inductor,brrr] [--tiny]
     brrr cache info|clear [--cache-dir DIR]
@@ -89,16 +89,17 @@ def _add_demo(subparsers) -> None:
 
 def _run_calibrate(args: argparse.Namespace, reexec: bool) -> int:
     print(ensure_malloc_env(reexec), flush=True)
-    from brrr_compiler.calibration import calibrate
+    from brrr_compiler import calibration
     print("measuring this machine for the cost model:", flush=True)
-    spec = calibrate(args.cache_dir, save=not args.dry_run, calibration_dir=args.calibration_dir)
-    print(spec.to_json())
-    return 0
+    result, saved = calibration.run(args.cache_dir, save=not args.dry_run,
+                                    calibration_dir=args.calibration_dir, force=args.force)
+    print(result.spec.to_json())
+    return 1 if result.noisy and not args.dry_run and saved is None else 0
 
 
 def _add_calibrate(subparsers) -> None:
     p = subparsers.add_parser(
-        "calibrate", help="measure this machine for the cost model (under a minute)",
+        "calibrate", help="measure this machine for the cost model (about a minute)",
         description="Measure streaming and cache bandwidth, flop and transcendental rates "
                     "of brrr kernels and per-kernel overhead; save them as device.json in "
                     "the calibration directory (apart from the kernel cache, so `brrr cache "
@@ -110,12 +111,15 @@ def _add_calibrate(subparsers) -> None:
                    help="where device.json goes (default: BRRR_CALIBRATION_DIR or "
                         "~/.config/brrr)")
     p.add_argument("--dry-run", action="store_true", help="measure and print, save nothing")
+    p.add_argument("--force", action="store_true",
+                   help="save even figures that did not settle (by default a noisy "
+                        "calibration is refused, and the exit status is 1)")
     p.set_defaults(handler=_run_calibrate)
 
 
 # ---- brrr bench -----------------------------------------------------------------------
 
-BENCH_SUITES = ("kernels", "models", "compile", "all")
+BENCH_SUITES = ("kernels", "models", "compile", "sweep", "all")
 
 
 def benchmarks_dir():
@@ -173,8 +177,9 @@ def _add_bench(subparsers) -> None:
                     "each suite prints its table and writes benchmarks/results/<suite>.md and "
                     "PNG plots (with the [bench] extra).")
     p.add_argument("suite", nargs="?", choices=BENCH_SUITES, default="all",
-                   help="kernels, models, compile or all (default; minutes each, see "
-                        "benchmarks/README.md)")
+                   help="kernels, models, compile or all (default; minutes each), or sweep "
+                        "(never slower than eager: op_db ops and generated patterns, long; "
+                        "see benchmarks/README.md)")
     p.add_argument("--quick", action="store_true", help="each suite's short smoke-test mode")
     p.add_argument("--models", default=None,
                    help="models suite: comma-separated models (gpt2, bert, llama, t5, vit, "

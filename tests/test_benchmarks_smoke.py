@@ -34,6 +34,8 @@ def _run_quick(script: str, tmp_path, *extra: str, quick: bool = True) -> str:
     ("bench_norm_training.py", "norm_training.md", ["brrr:fold_across_rows=False / brrr",
                                                     "stream bandwidth"]),
     ("bench_patterns.py", "patterns.md", ["## By size class", "## Slower than eager"]),
+    ("bench_sweep.py", "sweep.md", ["| dtype | kind | timed |", "## Slower than eager",
+                                    "## brrr failed or disagreed with eager"]),
     ("bench_autotune.py", "autotune_runs.md", ["| case | fusion | threads | default cold s |",
                                                "| measured merges | against policy |"]),
     ("bench_compile.py", "compile.md", ["## Cold and warm first call",

@@ -21,7 +21,7 @@ import torch.fx
 from brrr_compiler.partition import domains, legality
 from brrr_compiler.partition.horizontal import merge_siblings
 from brrr_compiler.partition.plan import Decision, FusionPlan, Group, describe
-from brrr_compiler.partition.policy import FusionPolicy, MergeCandidate
+from brrr_compiler.partition.policy import FusionPolicy, MergeCandidate, ask
 from brrr_compiler.partition.recompute import offer_recompute
 from brrr_compiler.partition.views import duplicate_shared_views, reads_once, unit_stride
 
@@ -134,7 +134,7 @@ class _Walk:
         candidate = MergeCandidate(
             frozenset(a), frozenset(b), legality.stored_nodes(merged, self.graph_outputs),
             legality.external_inputs(merged), self.graph_outputs)
-        verdict = self.policy.decide(candidate)
+        verdict = ask(self.policy, candidate)
         self.record(a, b, verdict.accept, verdict.reason, verdict.metrics)
         if verdict.accept:
             for n in merged:

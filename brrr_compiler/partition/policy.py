@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from brrr_compiler.partition.plan import describe
+
 
 @dataclass
 class MergeCandidate:
@@ -41,6 +43,28 @@ class FusionPolicy(Protocol):
     def decide(self, candidate: MergeCandidate) -> Verdict: ...
 
 
+class PolicyError(RuntimeError):
+    """A fusion policy raised, or answered something other than a Verdict."""
+
+
+def ask(policy, candidate: MergeCandidate) -> Verdict:
+    """policy.decide(candidate), with an error naming the policy and the merge when the
+    policy raises or answers something other than a Verdict: a researcher's policy with a
+    bug should say so, not be silently replaced by ATen."""
+    name = getattr(policy, "name", type(policy).__name__)
+    merge = f"{describe(candidate.producer)} into {describe(candidate.consumer)}"
+    try:
+        verdict = policy.decide(candidate)
+    except Exception as err:
+        raise PolicyError(f"brrr: fusion policy {name!r} raised {type(err).__name__}: {err} "
+                          f"when asked about merging {merge}") from err
+    if not isinstance(verdict, Verdict) or not isinstance(verdict.accept, bool):
+        raise PolicyError(f"brrr: fusion policy {name!r} answered {verdict!r} when asked about "
+                          f"merging {merge}; decide() must return a Verdict(accept: bool, "
+                          "reason: str)")
+    return verdict
+
+
 class GreedyPolicy:
     """Fuse everything legal."""
     name = "greedy"
@@ -57,4 +81,5 @@ class NoFusionPolicy:
         return Verdict(False, "the 'none' policy fuses nothing")
 
 
-__all__ = ["MergeCandidate", "Verdict", "FusionPolicy", "GreedyPolicy", "NoFusionPolicy"]
+__all__ = ["MergeCandidate", "Verdict", "FusionPolicy", "GreedyPolicy", "NoFusionPolicy",
+           "PolicyError", "ask"]

@@ -10,7 +10,7 @@ import torch.fx
 
 from brrr_compiler import ops
 from brrr_compiler.partition import legality
-from brrr_compiler.partition.policy import MergeCandidate
+from brrr_compiler.partition.policy import MergeCandidate, ask
 
 
 def offer_recompute(walk) -> None:
@@ -53,7 +53,7 @@ def _try_recompute(walk, p, a: set, readers: list) -> None:
         if nargs > walk.max_args:
             return
     union = set().union(*readers)
-    verdict = walk.policy.decide(MergeCandidate(
+    verdict = ask(walk.policy, MergeCandidate(
         frozenset(a), frozenset(union), legality.stored_nodes(union, walk.graph_outputs),
         legality.external_inputs(sub | union), walk.graph_outputs, frozenset(sub),
         tuple(frozenset(r) for r in readers)))

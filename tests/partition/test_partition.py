@@ -1,5 +1,6 @@
 """The partitioner on ATen graphs: which nodes share a group, and why (Decisions)."""
 import networkx as nx
+import pytest
 import torch
 
 from brrr_compiler import ops
@@ -128,6 +129,33 @@ def test_custom_policy_is_honoured():
     assert [d.accepted for d in plan.decisions] == [True, False, False]
     assert all(d.reason.startswith("custom:") for d in plan.decisions)
     assert [d.metrics["call"] for d in plan.decisions] == [1, 2, 3]
+
+
+class _Raises:
+    name = "my-raising-policy"
+
+    def decide(self, candidate):
+        raise KeyError("no such stat")
+
+
+class _AnswersBool:
+    name = "my-bool-policy"
+
+    def decide(self, candidate):
+        return True
+
+
+@pytest.mark.parametrize("policy, says", [(_Raises(), "raised KeyError"),
+                                          (_AnswersBool(), "answered True")])
+def test_a_broken_user_policy_gets_an_error_naming_it_and_the_merge(policy, says):
+    """A researcher's policy with a bug is an error naming the policy and the merge it was
+    asked about, not a silent run through ATen."""
+    f = torch.compile(lambda x: (x * 2).exp() + 1, backend="brrr",
+                      options={"fusion": policy})
+    # Dynamo wraps a backend's error in its own BackendCompilerFailed, which names it
+    with pytest.raises(Exception, match=f"PolicyError: brrr: fusion policy '{policy.name}' "
+                                        f"{says}.*merging mul"):
+        f(_x(8, 5))
 
 
 def test_views_of_inputs_join_the_group_that_reads_them():

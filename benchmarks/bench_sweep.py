@@ -1,0 +1,208 @@
+"""Never slower than eager: every op_db op brrr makes a kernel for, in float32 and
+bfloat16, on samples enlarged to at least 4 MB, and the generated patterns at the same
+size, timed against eager with brrr's default options.
+
+    python benchmarks/bench_sweep.py [--ops add,sum,...] [--dtypes float32,bfloat16]
+        [--min-bytes 4e6] [--samples 1] [--pattern-seeds 0:40] [--rounds 5] [--quick]
+
+An op's OpInfo samples are tiny (5x5), so each sample is enlarged: every tensor argument
+of the highest rank whose first dim has the sample's largest first size is repeated along
+that dim until the largest argument holds --min-bytes (broadcasts and dims keep their
+meaning). A sample eager rejects after that is skipped, and the next one tried. brrr's
+result is checked against eager before it is timed; an op for which brrr makes no kernel
+(a view, a library call, an op it does not lower) is counted, not timed. Timing is
+interleaved rounds of eager, Dynamo's floor (a backend that does no work) and brrr,
+median over rounds. A case is *slower than eager* when brrr's median is more than 10%
+above eager's while eager's is above the floor (bench_patterns_report.slower_than_eager).
+Each such case is a bug to fix or a case for the cost model to hand to ATen.
+Writes results/sweep.md and sweep.json.
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import torch  # noqa: E402
+from torch.utils._pytree import tree_flatten, tree_unflatten  # noqa: E402
+
+import harness  # noqa: E402
+from benchmarks import bench_patterns  # noqa: E402
+from benchmarks.bench_sweep_report import render  # noqa: E402
+from workloads import bytes_moved  # noqa: E402
+
+BACKENDS = ("eager", harness.FLOOR, "brrr")
+LOW_PRECISION_TOL = bench_patterns.LOW_PRECISION_TOL
+# outputs that are random or uninitialized: there is nothing to check brrr against
+UNCHECKABLE = ("rand", "normal", "bernoulli", "multinomial", "dropout", "empty", "uniform",
+               "exponential", "geometric", "cauchy", "log_normal", "poisson", "randint")
+
+
+def enlarge(sample, min_bytes: int):
+    """A copy of `sample` whose largest tensor holds at least `min_bytes` (module
+    docstring), or None when it has no tensor of rank >= 1 to grow."""
+    from torch.testing._internal.opinfo.core import SampleInput
+    flat, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+    tensors = [x for x in flat if isinstance(x, torch.Tensor)]
+    rank = max((t.ndim for t in tensors), default=0)
+    if rank == 0:
+        return None
+    lead = max(t.shape[0] for t in tensors if t.ndim == rank)
+    largest = max(t.numel() * t.element_size() for t in tensors)
+    if lead == 0 or largest == 0:
+        return None
+    k = math.ceil(min_bytes / largest)
+
+    def grow(x):
+        if isinstance(x, torch.Tensor) and x.ndim == rank and x.shape[0] == lead:
+            return x.detach().repeat(k, *[1] * (rank - 1))
+        return x.detach() if isinstance(x, torch.Tensor) else x
+
+    inp, args, kwargs = tree_unflatten([grow(x) for x in flat], spec)
+    return SampleInput(inp, args=tuple(args), kwargs=kwargs)
+
+
+def _brrr(fn, tensors, ref, tolerance):
+    """(compiled fn, kernels made) after checking it against eager; raises on a mismatch."""
+    from brrr_compiler.backend import brrr_backend
+    sink: list = []
+    compiled = torch.compile(fn, backend=functools.partial(brrr_backend, _sink=sink),
+                             dynamic=False)
+    out = compiled(*tensors)
+    harness._check_close(out, ref, tolerance)
+    return compiled, sum(len(g.kernels) for g in sink)
+
+
+def time_case(fn, tensors, rounds: int, tolerance) -> dict:
+    """{"status", "kernels", "nbytes", "times"} for one enlarged sample or pattern."""
+    harness.fresh_dynamo()
+    ref = fn(*tensors)
+    try:
+        brrr, kernels = _brrr(fn, tensors, ref, tolerance)
+    except Exception as err:  # noqa: BLE001  (a wrong or failed compile is reported)
+        return {"status": f"brrr: {harness.describe_error(err)}"}
+    if kernels == 0:
+        return {"status": "no kernel", "kernels": 0}
+    floor = torch.compile(fn, backend=harness.dynamo_floor, dynamic=False)
+    floor(*tensors)
+    nbytes = bytes_moved(tensors, ref)
+    if nbytes > harness.llc_bytes():
+        floor = harness.Primed(floor, fn)
+    fns = {"eager": fn, harness.FLOOR: floor, "brrr": brrr}
+    iters = harness.iters_for(fn, tensors, bench_patterns.TARGET_ROUND_S)
+    per_round = harness.interleaved(fns, tensors, rounds=rounds, iters=iters,
+                                    per_round=statistics.median)
+    return {"status": "ok", "kernels": kernels, "nbytes": nbytes,
+            "times": {name: statistics.median(ts) for name, ts in per_round.items()}}
+
+
+def op_cases(op, dtype: torch.dtype, args) -> list[dict]:
+    """Up to --samples timed rows for one op and dtype (fewer if samples do not enlarge or
+    eager rejects them enlarged)."""
+    from tests.coverage import opinfo_harness as h
+    rows = []
+    low = dtype in (torch.float16, torch.bfloat16)
+    for i, sample in enumerate(h.samples(op, dtype, grad=False)):
+        big = enlarge(sample, int(args.min_bytes))
+        made = h.sample_fn(op, big, "op") if big is not None else None
+        if made is None:
+            continue
+        fn, tensors = made
+        try:
+            fn(*tensors)
+        except Exception:  # noqa: BLE001  (eager rejects the enlarged sample: try the next)
+            continue
+        row = {"case": h.op_key(op), "dtype": str(dtype)[6:], "sample": i,
+               "desc": h.describe(big)[:120],
+               **time_case(fn, tensors, args.rounds, LOW_PRECISION_TOL if low else None)}
+        rows.append(row)
+        del fn, tensors, big
+        gc.collect()
+        if len(rows) >= args.samples or row["status"] == "no kernel":
+            break
+    return rows
+
+
+def pattern_cases(args) -> list[dict]:
+    lo, _, hi = args.pattern_seeds.partition(":")
+    rows = []
+    for seed in range(int(lo), int(hi)):
+        found = bench_patterns.pattern_at(seed, int(args.min_bytes))
+        if found is None:
+            continue
+        p, f, inputs = found
+        low = p.dtype in ("bfloat16", "float16")
+        rows.append({"case": f"pattern {seed}", "dtype": p.dtype, "sample": p.attempt,
+                     "desc": f"{len(p.lines)} ops",
+                     **time_case(f, inputs, args.rounds, LOW_PRECISION_TOL if low else None)})
+    return rows
+
+
+def parse_args(argv=None):
+    p = harness.base_parser(__doc__, "sweep.md")
+    p.add_argument("--ops", default="", help="comma-separated op_db keys (default: all)")
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--min-bytes", type=float, default=4e6)
+    p.add_argument("--samples", type=int, default=1, help="timed samples per op and dtype")
+    p.add_argument("--pattern-seeds", default="0:40", help="A:B; '' for none")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch's (and so brrr's) threads; 0: torch's default. One thread "
+                        "keeps a shared machine's other jobs from stalling each parallel "
+                        "region for a scheduler period")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test: add and sum in float32, one pattern, 1 round")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.ops, args.dtypes, args.pattern_seeds, args.rounds = "add,sum", "float32", "0:1", 1
+    args.results_dir = harness.results_dir(args.results_dir, args.quick)
+    return args
+
+
+def main(argv=None) -> None:
+    harness.ensure_malloc_env()
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from tests.coverage import opinfo_harness as h
+    torch._dynamo.config.suppress_errors = False
+    ops = h.ops_by_key(h.load_op_db())
+    keys = [k for k in args.ops.split(",") if k] or sorted(ops)
+    start, rows = time.perf_counter(), []
+    for key in keys:
+        if any(word in key for word in UNCHECKABLE) or key in h.UNDEFINED_OUTPUT:
+            continue
+        for name in args.dtypes.split(","):
+            dtype = getattr(torch, name)
+            if dtype in ops[key].supported_dtypes("cpu"):
+                rows += _logged(op_cases(ops[key], dtype, args), start)
+    if args.pattern_seeds:
+        rows += _logged(pattern_cases(args), start)
+    directory = Path(args.results_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / Path(args.out).with_suffix(".json").name).write_text(
+        json.dumps({"rows": rows}, indent=1))
+    harness.publish(args.out, render(rows, {"min bytes per case": f"{args.min_bytes:.3g}"}),
+                    directory)
+
+
+def _logged(rows: list[dict], start: float) -> list[dict]:
+    for r in rows:
+        shown = {b: f"{t * 1e6:.1f} us" for b, t in r.get("times", {}).items()}
+        print(f"[{time.perf_counter() - start:5.0f} s] {r['case']} {r['dtype']}: "
+              f"{r['status']} {shown}", file=sys.stderr, flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

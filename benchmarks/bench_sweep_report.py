@@ -1,0 +1,58 @@
+"""The markdown of the never-slower-than-eager sweep (bench_sweep.py)."""
+from __future__ import annotations
+
+import harness
+from benchmarks.bench_patterns_report import SLOWER, slower_than_eager
+
+
+def _geo(rows: list[dict]) -> str:
+    values = [r["times"]["eager"] / r["times"]["brrr"] for r in rows]
+    return f"{harness.geomean(values):.2f}x" if values else "n/a"
+
+
+def summary(rows: list[dict]) -> str:
+    """Per dtype and kind (op / pattern): cases timed, brrr's geomean speedup over eager,
+    cases slower than eager, and the cases that were not timed and why."""
+    table = []
+    keys = sorted({(r["dtype"], _kind(r)) for r in rows})
+    for dtype, kind in keys:
+        mine = [r for r in rows if (r["dtype"], _kind(r)) == (dtype, kind)]
+        timed = [r for r in mine if r["status"] == "ok"]
+        table.append({"dtype": dtype, "kind": kind, "timed": len(timed),
+                      "brrr vs eager (geomean)": _geo(timed),
+                      f"> {SLOWER:.2f}x eager's time": sum(map(slower_than_eager, timed)),
+                      "no kernel": sum(r["status"] == "no kernel" for r in mine),
+                      "brrr failed or disagreed": sum(r["status"] not in ("ok", "no kernel")
+                                                  for r in mine)})
+    columns = list(table[0]) if table else ["dtype"]
+    return harness.markdown_table(table, columns)
+
+
+def _kind(row: dict) -> str:
+    return "pattern" if row["case"].startswith("pattern ") else "op"
+
+
+def _repro(row: dict) -> str:
+    if _kind(row) == "pattern":
+        return f"`python benchmarks/bench_patterns.py --only {row['case'].split()[1]}:l2`"
+    return f"`python benchmarks/bench_sweep.py --ops {row['case']} --dtypes {row['dtype']}`"
+
+
+def _slow_line(row: dict) -> str:
+    t = row["times"]
+    shown = ", ".join(f"{b} {v * 1e6:.1f} us" for b, v in t.items())
+    return (f"- {row['case']} {row['dtype']} (sample {row['sample']}: {row['desc']}; "
+            f"{row['kernels']} kernels, {row['nbytes'] / 1e6:.3g} MB): brrr "
+            f"{t['eager'] / t['brrr']:.2f}x eager; {shown} ({_repro(row)})")
+
+
+def render(rows: list[dict], facts: dict) -> str:
+    timed = [r for r in rows if r["status"] == "ok"]
+    slow = sorted((r for r in timed if slower_than_eager(r)),
+                  key=lambda r: r["times"]["eager"] / r["times"]["brrr"])
+    failed = [f"- {r['case']} {r['dtype']} (sample {r['sample']}): {r['status']}"
+              for r in rows if r["status"] not in ("ok", "no kernel")]
+    notes = [f"## Slower than eager ({len(slow)})", "\n".join(map(_slow_line, slow)) or "None.",
+             "## brrr failed or disagreed with eager", "\n".join(failed) or "None."]
+    return harness.report("Never slower than eager: op_db ops and generated patterns",
+                          facts, summary(rows), notes)
