@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from brrr_compiler import batch_norm_decomposition
 from brrr_compiler.pool_decomposition import max_pool2d_with_indices
 
 aten = torch.ops.aten
@@ -218,4 +219,5 @@ def _decompositions() -> dict:
         aten.min.default: _extreme_all(aten.amin.default),
         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
         aten.slice_backward.default: slice_backward,
+        **batch_norm_decomposition.table(),
     }

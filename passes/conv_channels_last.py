@@ -68,7 +68,8 @@ def _to_channels_last(graph: Graph, convs: list, free: set) -> None:
     for conv in convs:
         for pos in _LAYOUT_ARGS[conv.target]:
             if not _is_channels_last(conv.args[pos].meta["val"]):
-                conv.update_arg(pos, _copy_to_channels_last(graph, conv.args[pos], copies))
+                copy_ = _copy_to_channels_last(graph, conv.args[pos], conv, copies)
+                conv.update_arg(pos, copy_)
     mode = _repropagate(graph)
     _drop_needless(graph, copies)
     _restore_outputs(graph, before, free, mode)
@@ -98,10 +99,15 @@ def _is_channels_last(val: torch.Tensor) -> bool:
     return val.is_contiguous(memory_format=torch.channels_last)
 
 
-def _copy_to_channels_last(graph: Graph, arg: Node, copies: dict) -> Node:
-    """One channels-last copy per value, placed right after the value is made."""
+def _copy_to_channels_last(graph: Graph, arg: Node, conv: Node, copies: dict) -> Node:
+    """One channels-last copy per value, placed right after the value is made; a graph
+    input's (a weight's) right before its first convolution (`conv`: they are visited in
+    graph order), so that each copy is made just before it is read, while it is still in
+    cache, and the copies of all weights are never alive at once."""
     if arg not in copies:
-        with graph.inserting_after(arg):
+        place = graph.inserting_before(conv) if arg.op == "placeholder" else \
+            graph.inserting_after(arg)
+        with place:
             copies[arg] = graph.call_function(
                 aten.clone.default, (arg,), {"memory_format": torch.channels_last})
     return copies[arg]

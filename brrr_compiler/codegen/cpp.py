@@ -20,6 +20,7 @@ import torch
 
 from brrr_compiler import scalar_ops
 from brrr_compiler.codegen.cpp_hoist import hoisted
+from brrr_compiler.codegen.cpp_invariant import invariant_tables
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
@@ -197,6 +198,10 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
               "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(len(outer))) + "ntiles;",
               "  if (nwork == 0) return;"]
     pieces = [(lo, hi, specialize(k, inner, lo, hi)) for lo, hi in sched.pieces] or [(0, None, k)]
+    if len(pieces) == 1:    # per-channel values, once per call (cpp_invariant.py)
+        tables, k = invariant_tables(k, CTYPE, stmt_line)
+        lines += tables
+        pieces = [(0, None, k)]
     loop = ["  for (int64_t w = 0; w < nwork; ++w) {", "    int64_t rest = w / ntiles;"]
     for i in reversed(range(len(outer))):
         loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")

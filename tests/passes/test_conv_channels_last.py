@@ -96,6 +96,22 @@ def test_second_conv_reads_first_convs_layout_without_a_copy():
     _check(gm, fn, *args)
 
 
+def test_weight_copy_is_made_right_before_its_convolution():
+    """A weight's layout copy sits right before the convolution that reads it, not at the
+    top of the graph, so no two weights' copies are alive at once."""
+    def fn(x, w1, w2):
+        return F.conv2d(F.conv2d(x, w1, padding=1).relu(), w2)
+
+    args = (torch.randn(2, 4, 8, 8), torch.randn(8, 4, 3, 3), torch.randn(8, 8, 3, 3))
+    gm = _pass(fn, *args)
+    nodes = list(gm.graph.nodes)
+    for conv in (n for n in nodes if n.target is aten.convolution.default):
+        weight = conv.args[1]
+        assert weight.target is aten.clone.default and weight.args[0].op == "placeholder"
+        assert nodes.index(weight) == nodes.index(conv) - 1
+    _check(gm, fn, *args)
+
+
 def test_channels_last_input_is_not_copied():
     args = (torch.randn(2, 8, 6, 6).contiguous(memory_format=CL), torch.randn(16, 8, 3, 3))
     gm = _pass(lambda x, w: F.conv2d(x, w), *args)
