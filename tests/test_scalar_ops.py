@@ -74,7 +74,8 @@ def test_prelude_declares_the_libm_functions():
             args = ARGS[:row.arity]
             double = cpp.op_expr(Stmt("o", torch.float64, row.name, tuple(args)), args,
                                  [torch.float64] * row.arity)
-            assert double.startswith(f"{row.name}(")
+            assert double.startswith(f"brrr_libm_{row.name}(")
+            assert f"BRRR_MATH{row.arity}({row.name})" in cpp.prelude(f"x = {double};")
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
