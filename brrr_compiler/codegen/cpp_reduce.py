@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import sympy
 
-from brrr_compiler.codegen.cpp_accumulators import CLAUSE, Accumulators, arg_update, update
+from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update, is_short,
+                                                     update)
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_pair, online_walk
 from brrr_compiler.codegen.cpp_parallel import forks, parallel_loop, pragma, product, static_sizes
@@ -43,9 +44,9 @@ class ReductionPrinter:
         self.columns = ColumnFolds(kernel, ctype, stmt_line, cexpr)
         self.stream = streamed_rows(kernel) - self.columns.stored()   # outputs past the caches
         self.online = online_pair(kernel)         # max and sum of exps in one walk
-        self.acc = Accumulators(ctype, self.arg_dtype)
         rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head)
         self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
+        self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent))
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []
