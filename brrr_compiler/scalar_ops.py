@@ -246,13 +246,13 @@ def arity(op: str) -> int:
 
 def libm_declarations(source: str | None = None) -> str:
     """The prelude's wrappers (cpp_prelude.h's block) of the libm functions the C++ forms
-    call: those `source` calls (each brrr_libm_name[f] in it), or all."""
-    rows = [r for r in TABLE.values() if r.libmvec]
-    if source is not None:
-        called = set(re.findall(r"\bbrrr_libm_(\w+)\(", source))
-        rows = [r for r in rows if r.name in called or r.name + "f" in called]
-    simd = [f"BRRR_MATH{r.arity}({r.name})" for r in rows]
-    return "\n".join(" ".join(simd[i:i + 5]) for i in range(0, len(simd), 5))
+    call, per type: those `source` calls (each brrr_libm_name[f] in it), or all."""
+    called = None if source is None else set(re.findall(r"\bbrrr_libm_(\w+)\(", source))
+    wrappers = [f"BRRR_LIBM_{kind}({r.arity}, {r.name})"
+                for r in TABLE.values() if r.libmvec
+                for kind, fn in (("FLOAT", r.name + "f"), ("DOUBLE", r.name))
+                if called is None or fn in called]
+    return "\n".join(" ".join(wrappers[i:i + 4]) for i in range(0, len(wrappers), 4))
 
 
 def libdevice_functions() -> dict[str, ScalarOp]:

@@ -13,7 +13,8 @@
 // `declare simd` for every width up to the widest; each width's clone, defined here,
 // widens its argument and calls the kernel, and the scalar function (defined under the
 // declared name by an asm label, so gcc makes no clones of it) evaluates lane 0 of the
-// kernel. Hidden: each kernel library binds its own.
+// kernel. Hidden: each kernel library binds its own. A unit defines the wrappers its
+// kernels call only (scalar_ops.libm_declarations): each costs ~10 ms of compile CPU.
 #define BRRR_CAT_(a, b, c, d) a##b##c##d
 #define BRRR_CAT(a, b, c, d) BRRR_CAT_(a, b, c, d)
 #define BRRR_VEC(n, t) BRRR_CAT(brrr_v, n, t, )
@@ -88,25 +89,25 @@ typedef double brrr_v8d __attribute__((vector_size(64)));
     memcpy(&x, &a, sizeof x);                                                     \
     return x;                                                                     \
   }
-#define BRRR_LIBM(arity, name)                                                    \
+#define BRRR_LIBM_FLOAT(arity, name)                                              \
   BRRR_CAT(BRRR_LIBM_, arity, , )(float, name##f, BRRR_FLANES,                    \
-                                  BRRR_VEC(BRRR_FLANES, f), BRRR_WIDTHS_F)         \
+                                  BRRR_VEC(BRRR_FLANES, f), BRRR_WIDTHS_F)
+#define BRRR_LIBM_DOUBLE(arity, name)                                             \
   BRRR_CAT(BRRR_LIBM_, arity, , )(double, name, BRRR_DLANES,                      \
                                   BRRR_VEC(BRRR_DLANES, d), BRRR_WIDTHS_D)
 #else
 // without libmvec every call is scalar libm's: one implementation already
-#define BRRR_LIBM(arity, name)                                                    \
+#define BRRR_LIBM_FLOAT(arity, name)                                              \
   extern "C" float name##f(BRRR_CAT(BRRR_ARGS_, arity, , )(float));               \
+  BRRR_CAT(BRRR_WRAP_, arity, , )(float, name##f)
+#define BRRR_LIBM_DOUBLE(arity, name)                                             \
   extern "C" double name(BRRR_CAT(BRRR_ARGS_, arity, , )(double));                \
-  BRRR_CAT(BRRR_WRAP_, arity, , )(float, name##f)                                 \
   BRRR_CAT(BRRR_WRAP_, arity, , )(double, name)
 #define BRRR_ARGS_1(T) T
 #define BRRR_ARGS_2(T) T, T
 #define BRRR_WRAP_1(T, fn) static inline T brrr_libm_##fn(T x) { return fn(x); }
 #define BRRR_WRAP_2(T, fn) static inline T brrr_libm_##fn(T x, T y) { return fn(x, y); }
 #endif
-#define BRRR_MATH1(name) BRRR_LIBM(1, name)
-#define BRRR_MATH2(name) BRRR_LIBM(2, name)
 
 BRRR_LIBM_DECLARATIONS
 extern "C" {
