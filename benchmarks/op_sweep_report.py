@@ -69,7 +69,8 @@ def classify_failure(brrr: dict, aot_eager: dict | None, eager_mode: dict | None
     aot_eager's no later (output, mutated input, gradient) than brrr's; the failure is
     torch's. drift: float16/bfloat16 that matches eager once brrr rounds every op as
     eager does (low_precision="eager"): the default mode's float32 intermediates, by
-    design, not a wrong value."""
+    design, not a wrong value; also when that mode fails only later, and the way
+    aot_eager does (an argmax over drifted bfloat16 values, then torch's gradients)."""
     if aot_eager and aot_eager["status"] == "crash":
         if brrr["status"] != "crash" or _error_type(brrr) == _error_type(aot_eager):
             return "shared"
@@ -79,7 +80,17 @@ def classify_failure(brrr: dict, aot_eager: dict | None, eager_mode: dict | None
             return "shared"
     if eager_mode and eager_mode["status"] == "pass":
         return "drift"
+    if eager_mode and _later(eager_mode, brrr) \
+            and classify_failure(eager_mode, aot_eager, None) == "shared":
+        return "drift"
     return "brrr-only"
+
+
+def _later(a: dict, b: dict) -> bool:
+    """Did result `a` fail at a later stage than result `b` (both mismatches)?"""
+    sa, sb = a.get("stage"), b.get("stage")
+    return a["status"] == b["status"] == "mismatch" and sa in STAGES and sb in STAGES \
+        and STAGES.index(sa) > STAGES.index(sb)
 
 
 def classify(r) -> str:

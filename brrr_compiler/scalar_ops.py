@@ -20,6 +20,7 @@ defined on (a printer asked for others raises, and the group runs through ATen).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -81,8 +82,8 @@ class ScalarOp:
     result: str = SAME                 # result-dtype rule: SAME, BOOL or SELECT
     operands: str = ANY                # operand domain: FLOAT, INTEGRAL or ANY
     libdevice: str = ""                # the libdevice function its Triton form calls
-    libmvec: bool = False              # its C++ form calls libm's name/namef, which
-    #   glibc's libmvec vectorizes (the prelude declares it `declare simd`)
+    libmvec: bool = False              # its C++ form calls brrr_libm_name[f], the
+    #   prelude's libm/libmvec wrapper (declared `declare simd`: cpp_prelude.h)
     nonnegative: bool = False          # its result is never negative (NaN aside)
 
     @property
@@ -127,7 +128,7 @@ def _libm(name, arity=1, triton=None, transcendentals=1, libmvec=True, **kw) -> 
     unless not `libmvec`) and Triton from triton.language (`triton`) or libdevice."""
     args = ", ".join(f"{{{i}}}" for i in range(arity))
     libdevice = "" if triton else name
-    _row(name, arity, getattr(torch, name), kw.pop("cpp", f"{name}{{f}}({args})"),
+    _row(name, arity, getattr(torch, name), kw.pop("cpp", f"brrr_libm_{name}{{f}}({args})"),
          triton or f"libdevice.{name}({args})", flops=0, transcendentals=transcendentals,
          libdevice=libdevice, libmvec=libmvec, operands=FLOAT, **kw)
 
@@ -143,7 +144,7 @@ def _floor_div(a, b):
 
 # ---- transcendental functions (libm order: the C++ prelude declares them so) ----------
 _libm("exp", triton="tl.exp({0})", nonnegative=True,
-      cpp=Form("brrr_expf({0})", double="exp({0})",
+      cpp=Form("brrr_expf({0})", double="brrr_libm_exp({0})",
                marked=((NONPOSITIVE, "brrr_expf_nonpos({0})"),)))
 _libm("exp2", triton="tl.exp2({0})")
 _libm("expm1")
@@ -156,12 +157,12 @@ _libm("cos", triton="tl.cos({0})")
 for _name in ("tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
               "atanh"):
     _libm(_name)
-_libm("erf", triton="tl.erf({0})", cpp=Form("brrr_erff({0})", double="erf({0})"))
+_libm("erf", triton="tl.erf({0})", cpp=Form("brrr_erff({0})", double="brrr_libm_erf({0})"))
 _libm("erfc")
 _libm("pow", 2, transcendentals=2)
 _libm("atan2", 2, transcendentals=2)
 _row("sigmoid", 1, torch.sigmoid,
-     Form("(({ct})1 / (({ct})1 + brrr_expf(-{0})))", double="(({ct})1 / (({ct})1 + exp(-{0})))"),
+     Form("(({ct})1 / (({ct})1 + brrr_expf(-{0})))", double="(({ct})1 / (({ct})1 + brrr_libm_exp(-{0})))"),
      "1.0 / (1.0 + tl.exp(-{0}))", flops=DIV, transcendentals=1, nonnegative=True,
      operands=FLOAT)
 
@@ -243,10 +244,15 @@ def arity(op: str) -> int:
     return row(op).arity
 
 
-def libm_declarations() -> str:
-    """C declarations of the libm functions the C++ forms call (cpp_prelude.h's block)."""
-    simd = [f"BRRR_MATH{r.arity}({r.name})" for r in TABLE.values() if r.libmvec]
-    return "\n".join(" ".join(simd[i:i + 5]) for i in range(0, len(simd), 5))
+def libm_declarations(source: str | None = None) -> str:
+    """The prelude's wrappers (cpp_prelude.h's block) of the libm functions the C++ forms
+    call, per type: those `source` calls (each brrr_libm_name[f] in it), or all."""
+    called = None if source is None else set(re.findall(r"\bbrrr_libm_(\w+)\(", source))
+    wrappers = [f"BRRR_LIBM_{kind}({r.arity}, {r.name})"
+                for r in TABLE.values() if r.libmvec
+                for kind, fn in (("FLOAT", r.name + "f"), ("DOUBLE", r.name))
+                if called is None or fn in called]
+    return "\n".join(" ".join(wrappers[i:i + 4]) for i in range(0, len(wrappers), 4))
 
 
 def libdevice_functions() -> dict[str, ScalarOp]:

@@ -55,11 +55,16 @@ extern "C" int brrr_take_error(void) { return __atomic_exchange_n(&brrr_error_fl
 """
 
 @functools.cache
-def prelude() -> str:
-    """cpp_prelude.h, with the libm functions the scalar ops' C++ forms call declared in
-    place of its BRRR_LIBM_DECLARATIONS line."""
-    text = Path(__file__).with_name("cpp_prelude.h").read_text()
-    return text.replace("BRRR_LIBM_DECLARATIONS", scalar_ops.libm_declarations())
+def _prelude_text() -> str:
+    return Path(__file__).with_name("cpp_prelude.h").read_text()
+
+
+def prelude(kernels_source: str | None = None) -> str:
+    """cpp_prelude.h, with the libm wrappers `kernels_source` calls (all of them without
+    it) in place of its BRRR_LIBM_DECLARATIONS line: each wrapper defines a few small
+    functions, so a unit defines only the ones its kernels call."""
+    return _prelude_text().replace("BRRR_LIBM_DECLARATIONS",
+                                   scalar_ops.libm_declarations(kernels_source))
 
 
 # ---- index expressions ---------------------------------------------------------------
@@ -265,7 +270,7 @@ def translation_unit(kernels: list[Kernel], num_threads: int,
     """The prelude and every kernel (its source from `printed` by name when there, which
     must have been printed for `num_threads`). A kernel whose code equals an earlier one's
     (the same block in another layer) is an alias of it: compiled once, bound by its name."""
-    parts, first, printed = [prelude(), ERROR_FLAG], {}, printed or {}
+    parts, first, printed = [ERROR_FLAG], {}, printed or {}
     for k in kernels:
         src = printed.get(k.name) or kernel_source(k, num_threads)
         sig = signature(k)
@@ -277,7 +282,8 @@ def translation_unit(kernels: list[Kernel], num_threads: int,
         else:
             first[key] = k.name
             parts.append(src)
-    return "\n".join(parts)
+    kernels_text = "\n".join(parts)
+    return prelude(kernels_text) + "\n" + kernels_text
 
 
 def code_key(k: Kernel, src: str) -> str:

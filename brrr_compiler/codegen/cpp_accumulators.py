@@ -4,10 +4,16 @@ A reduction `r` (a `reduce` statement) is folded into named partials: `c_<r>` pe
 (one per simd lane inside the chunk's loop), `sp_<r>[t]` per thread, `acc_<r>` per row,
 with `cn_`/`spn_`/`nan_` flags for max/min (OpenMP's max/min drop NaN; torch propagates
 it) and `ci_`/`spi_`/`ai_` indices for argmax/argmin (the first extreme and the first NaN,
-as eager). float32 sums add in float inside a chunk and in double beyond it.
+as eager). float32 sums add in float inside a chunk and in double beyond it, except
+short ones (`short`: a row or column of fewer than SHORT values), which add in double
+throughout. A short float partial would add its values one after another (too few for a
+partial per vector lane), where eager's sums keep four interleaved partials: the mean of
+8 equal values came out an ulp off where eager's is exact, and (x - mean) * rsqrt(var +
+1e-5) made that 316 ulps. In double a sum of fewer than 2^29 float values is exact.
 """
 from __future__ import annotations
 
+import sympy
 import torch
 
 from brrr_compiler.kernel_ir import Stmt
@@ -45,11 +51,20 @@ def arg_update(kind: str, acc: str, idx: str, x: str, i: str) -> str:
     return f"if (!({acc} != {acc}) && ({x} {better} {acc} || {x} != {x})) {{ {acc} = {x}; {idx} = {i}; }}"
 
 
+SHORT = 32    # fewer values than two float vectors of AVX-512 lanes (module note)
+
+
+def is_short(extent) -> bool:
+    """A reduced extent known to hold fewer than SHORT values."""
+    e = sympy.sympify(extent)
+    return bool(e.is_Integer and int(e) < SHORT)
+
+
 class Accumulators:
     """Declarations, folds and results of a kernel's reductions' partials."""
 
-    def __init__(self, ctype: dict, arg_dtype: dict):
-        self.ctype, self.arg_dtype = ctype, arg_dtype
+    def __init__(self, ctype: dict, arg_dtype: dict, short: bool = False):
+        self.ctype, self.arg_dtype, self.short = ctype, arg_dtype, short
 
     def partials(self, r: Stmt, indent: str, nt: int) -> list[str]:
         """Per-thread partial results sp_*[t] (and NaN flags, arg indices), initialised."""
@@ -69,8 +84,9 @@ class Accumulators:
         """float32 sums: the simd lanes of one chunk (at most CHUNK / lanes elements each)
         add in float; chunk totals, thread partials and row totals in double. A 10M-
         element sum then stays within a few ulp of the exact value, and the exp-and-sum
-        loop of softmax keeps full-width float vectors (double lanes cost it ~12%)."""
-        if r.value == "sum" and r.dtype is torch.float32 and not lanes:
+        loop of softmax keeps full-width float vectors (double lanes cost it ~12%).
+        Short sums add in double in the lanes too (the module note)."""
+        if r.value == "sum" and r.dtype is torch.float32 and (self.short or not lanes):
             return "double"
         if r.value in ("any", "all"):
             return "int"          # int, not bool: bool accumulators stop gcc vectorizing

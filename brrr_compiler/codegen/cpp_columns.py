@@ -15,6 +15,10 @@ touched by one thread at a time.
 """
 from __future__ import annotations
 
+import sympy
+import torch
+
+from brrr_compiler.codegen.cpp_accumulators import is_short
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
@@ -28,6 +32,8 @@ class ColumnFolds:
                       if s.op == "column_reduce"]
         self.phase = next((p for p in k.phases if p.loop and p.once), None)
         self.split = False          # printing the split schedule (module note)
+        # fewer rows than cpp_accumulators.SHORT: the partial rows add in double too
+        self.short = is_short(sympy.Mul(*k.ranges))
 
     def __bool__(self) -> bool:
         return bool(self.folds)
@@ -46,7 +52,7 @@ class ColumnFolds:
     def thread_begin(self, indent: str) -> list[str]:
         lines = []
         for c in self.folds:
-            ct = self.ctype[c.dtype]
+            ct = "double" if self.short and c.dtype is torch.float32 else self.ctype[c.dtype]
             lines.append(f"{indent}{ct}* cp_{c.out} = ({ct}*)calloc(n_red > 0 ? n_red : 1, sizeof({ct}));")
         return lines + ([f"{indent}int64_t col_rows = 0;"] if self.folds else [])
 

@@ -20,7 +20,7 @@ import sympy
 import torch
 
 from brrr_compiler import scalar_ops
-from brrr_compiler.codegen.cpp_parallel import static_sizes
+from brrr_compiler.schedule.parallel import static_sizes
 from brrr_compiler.kernel_ir import STRUCTURAL, Kernel, Stmt
 
 MAX_INNER = 4096

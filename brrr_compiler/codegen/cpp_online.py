@@ -38,7 +38,7 @@ def online_walk(printer, pair: OnlinePair, indent: str) -> list[str]:
     lines += head + acc.decls(mx, body, "c_", "cn_", "ci_", lanes=True)
     lines += printer.chunk(pair.first, [mx], body, inner, m, fold=False)
     lines += [f"{body}nan_{mx.out} |= cn_{mx.out};", f"{body}if (c_{mx.out} > acc_{mx.out}) {{",
-              f"{body}  acc_{sm.out} *= ({st})exp((double)acc_{mx.out} - (double)c_{mx.out});",
+              f"{body}  acc_{sm.out} *= ({st})brrr_libm_exp((double)acc_{mx.out} - (double)c_{mx.out});",
               f"{body}  acc_{mx.out} = c_{mx.out};", f"{body}}}",
               f"{body}if (acc_{mx.out} != -({ct})__builtin_inf()) {{   // all -inf so far: adds 0",
               f"{body}  const {ct} {mx.out} = acc_{mx.out};"]

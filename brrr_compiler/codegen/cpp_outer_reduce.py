@@ -14,7 +14,8 @@ so that no thread idles. Per-row values of the kernel
 
 A float32 sum folds rows in blocks of BLOCK_ROWS, as the row kernel's column folds do: a
 column adds at most BLOCK_ROWS values in float, then each block's total goes into a
-double (cpp_accumulators.total_ctype). Its rounding error then grows with the block, not
+double (cpp_accumulators.total_ctype; a column shorter than cpp_accumulators.SHORT adds
+in double throughout). Its rounding error then grows with the block, not
 with the column's length: a plain float sum of 1024 rows erred 4x eager's (whose sums
 are cascaded) on a bias gradient. Other folds (max, min, sums in double) take blocks of
 CHUNK rows, as before.
@@ -31,7 +32,7 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
-from brrr_compiler.codegen.cpp_accumulators import init_value, update
+from brrr_compiler.codegen.cpp_accumulators import init_value, is_short, update
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.kernel_ir import Phase, Stmt
@@ -44,6 +45,7 @@ MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 r
 class OuterReductionPrinter(ReductionPrinter):
     def __init__(self, kernel, sched, ctype, stmt_line, cexpr):
         super().__init__(kernel, sched, ctype, stmt_line, cexpr)
+        self.acc.short = is_short(sympy.Mul(*kernel.reduction_ranges))   # a column's length
         self.row_level = {s.out for p in kernel.phases for s in p.body
                           if s.out and (not p.loop or s.op == "reduce")}
 
@@ -127,7 +129,7 @@ class OuterReductionPrinter(ReductionPrinter):
         return lines
 
     def _reset(self, r: Stmt) -> list[str]:
-        ct = self.ctype[r.dtype]
+        ct = self.acc.total_ctype(r, lanes=True) or self.ctype[r.dtype]
         out = [f"c_{r.out}[b] = {init_value(r.value, ct, r.dtype)};"]
         return out + ([f"cn_{r.out}[b] = 0;"] if r.value in ("max", "min") else [])
 
@@ -153,7 +155,8 @@ class OuterReductionPrinter(ReductionPrinter):
                 if s.op == "reduce":
                     at = self.acc.total_ctype(s) or ct
                     init = init_value(s.value, at, s.dtype)
-                    lines += [f"{indent}{at} acc_{s.out}[{t}];", f"{indent}{ct} c_{s.out}[{t}];",
+                    bt = self.acc.total_ctype(s, lanes=True) or ct   # a block's partial
+                    lines += [f"{indent}{at} acc_{s.out}[{t}];", f"{indent}{bt} c_{s.out}[{t}];",
                               f"{indent}for (int64_t b = 0; b < {t}; ++b) acc_{s.out}[b] = {init};"]
                     if s.value in ("max", "min"):
                         lines += [f"{indent}int nan_{s.out}[{t}] = {{0}}, cn_{s.out}[{t}];"]

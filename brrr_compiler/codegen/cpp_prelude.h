@@ -3,23 +3,114 @@
 #include <stdint.h>
 #include <string.h>
 
-#define BRRR_MATH1(name)                      \
-  BRRR_SIMD float name##f(float);             \
-  BRRR_SIMD double name(double);
-#define BRRR_MATH2(name)                      \
-  BRRR_SIMD float name##f(float, float);      \
-  BRRR_SIMD double name(double, double);
+// Transcendental functions from libm, called as brrr_libm_<name>[f] (scalar_ops.py).
+// With glibc's libmvec (BRRR_LIBMVEC), every element goes through ONE vector kernel,
+// libmvec's widest for the target (_ZGVeN16v_sinf on AVX-512): libmvec's vector widths
+// and scalar libm round differently (up to an ulp, on 5-40% of inputs), and gcc's
+// vectorized loops call the widest variant in the body, a narrower one in the epilogue
+// and scalar libm for the last elements, so a value would depend on its position in the
+// loop (a row of equal inputs came out not constant). brrr_libm_sinf is declared
+// `declare simd` for every width up to the widest; each width's clone, defined here,
+// widens its argument and calls the kernel, and the scalar function (defined under the
+// declared name by an asm label, so gcc makes no clones of it) evaluates lane 0 of the
+// kernel. Hidden: each kernel library binds its own. A unit defines the wrappers its
+// kernels call only (scalar_ops.libm_declarations): each costs ~10 ms of compile CPU.
+#define BRRR_CAT_(a, b, c, d) a##b##c##d
+#define BRRR_CAT(a, b, c, d) BRRR_CAT_(a, b, c, d)
+#define BRRR_VEC(n, t) BRRR_CAT(brrr_v, n, t, )
+#define BRRR_HIDDEN extern "C" __attribute__((visibility("hidden")))
+typedef float brrr_v4f __attribute__((vector_size(16)));
+typedef float brrr_v8f __attribute__((vector_size(32)));
+typedef float brrr_v16f __attribute__((vector_size(64)));
+typedef double brrr_v2d __attribute__((vector_size(16)));
+typedef double brrr_v4d __attribute__((vector_size(32)));
+typedef double brrr_v8d __attribute__((vector_size(64)));
 
 #ifdef BRRR_LIBMVEC
-// glibc's libmvec provides vector variants of these; declaring them `declare simd`
-// lets gcc vectorize loops that call them without -ffast-math.
-#define BRRR_SIMD _Pragma("omp declare simd notinbranch")
+#define BRRR_SIMD_LEN(n) _Pragma(BRRR_SIMD_STR(omp declare simd notinbranch simdlen(n)))
+#define BRRR_SIMD_STR(x) #x
+// ISA letter of the x86 vector ABI gcc picks, widest float/double lanes, each width
+#if defined(__AVX512F__)
+#define BRRR_ISA e
+#define BRRR_FLANES 16
+#define BRRR_DLANES 8
+#define BRRR_WIDTHS_F(M, ...) M(4, f, __VA_ARGS__) M(8, f, __VA_ARGS__) M(16, f, __VA_ARGS__)
+#define BRRR_WIDTHS_D(M, ...) M(2, d, __VA_ARGS__) M(4, d, __VA_ARGS__) M(8, d, __VA_ARGS__)
+#elif defined(__AVX__)
+#if defined(__AVX2__)
+#define BRRR_ISA d
 #else
-#define BRRR_SIMD
+#define BRRR_ISA c
+#endif
+#define BRRR_FLANES 8
+#define BRRR_DLANES 4
+#define BRRR_WIDTHS_F(M, ...) M(4, f, __VA_ARGS__) M(8, f, __VA_ARGS__)
+#define BRRR_WIDTHS_D(M, ...) M(2, d, __VA_ARGS__) M(4, d, __VA_ARGS__)
+#else
+#define BRRR_ISA b
+#define BRRR_FLANES 4
+#define BRRR_DLANES 2
+#define BRRR_WIDTHS_F(M, ...) M(4, f, __VA_ARGS__)
+#define BRRR_WIDTHS_D(M, ...) M(2, d, __VA_ARGS__)
+#endif
+#define BRRR_ZGV(n, args, fn) BRRR_CAT(_ZGV, BRRR_ISA, N, BRRR_CAT(n, args, _, fn))
+#define BRRR_DECLARE_LEN(n, t, _) BRRR_SIMD_LEN(n)
+// one function (fn: sinf, sin) in one type: the kernel, the declaration, the clones
+#define BRRR_LIBM_1(T, fn, W, V, WIDTHS)                                          \
+  extern "C" V BRRR_ZGV(W, v, fn)(V);                                             \
+  WIDTHS(BRRR_DECLARE_LEN, ) BRRR_HIDDEN T brrr_libm_##fn(T);                     \
+  BRRR_HIDDEN T brrr_lane_##fn(T) __asm__("brrr_libm_" #fn);                      \
+  T brrr_lane_##fn(T x) { V w = {x}; return BRRR_ZGV(W, v, fn)(w)[0]; }           \
+  WIDTHS(BRRR_CLONE_1, fn, W, V)
+#define BRRR_CLONE_1(n, t, fn, W, V)                                              \
+  BRRR_HIDDEN BRRR_VEC(n, t) BRRR_ZGV(n, v, brrr_libm_##fn)(BRRR_VEC(n, t) x) {   \
+    V w = {};                                                                     \
+    memcpy(&w, &x, sizeof x);                                                     \
+    w = BRRR_ZGV(W, v, fn)(w);                                                    \
+    memcpy(&x, &w, sizeof x);                                                     \
+    return x;                                                                     \
+  }
+#define BRRR_LIBM_2(T, fn, W, V, WIDTHS)                                          \
+  extern "C" V BRRR_ZGV(W, vv, fn)(V, V);                                         \
+  WIDTHS(BRRR_DECLARE_LEN, ) BRRR_HIDDEN T brrr_libm_##fn(T, T);                  \
+  BRRR_HIDDEN T brrr_lane_##fn(T, T) __asm__("brrr_libm_" #fn);                   \
+  T brrr_lane_##fn(T x, T y) {                                                    \
+    V a = {x}, b = {y};                                                           \
+    return BRRR_ZGV(W, vv, fn)(a, b)[0];                                          \
+  }                                                                               \
+  WIDTHS(BRRR_CLONE_2, fn, W, V)
+#define BRRR_CLONE_2(n, t, fn, W, V)                                              \
+  BRRR_HIDDEN BRRR_VEC(n, t) BRRR_ZGV(n, vv, brrr_libm_##fn)(BRRR_VEC(n, t) x,    \
+                                                            BRRR_VEC(n, t) y) {   \
+    V a = {}, b = {};                                                             \
+    memcpy(&a, &x, sizeof x);                                                     \
+    memcpy(&b, &y, sizeof y);                                                     \
+    a = BRRR_ZGV(W, vv, fn)(a, b);                                                \
+    memcpy(&x, &a, sizeof x);                                                     \
+    return x;                                                                     \
+  }
+#define BRRR_LIBM_FLOAT(arity, name)                                              \
+  BRRR_CAT(BRRR_LIBM_, arity, , )(float, name##f, BRRR_FLANES,                    \
+                                  BRRR_VEC(BRRR_FLANES, f), BRRR_WIDTHS_F)
+#define BRRR_LIBM_DOUBLE(arity, name)                                             \
+  BRRR_CAT(BRRR_LIBM_, arity, , )(double, name, BRRR_DLANES,                      \
+                                  BRRR_VEC(BRRR_DLANES, d), BRRR_WIDTHS_D)
+#else
+// without libmvec every call is scalar libm's: one implementation already
+#define BRRR_LIBM_FLOAT(arity, name)                                              \
+  extern "C" float name##f(BRRR_CAT(BRRR_ARGS_, arity, , )(float));               \
+  BRRR_CAT(BRRR_WRAP_, arity, , )(float, name##f)
+#define BRRR_LIBM_DOUBLE(arity, name)                                             \
+  extern "C" double name(BRRR_CAT(BRRR_ARGS_, arity, , )(double));                \
+  BRRR_CAT(BRRR_WRAP_, arity, , )(double, name)
+#define BRRR_ARGS_1(T) T
+#define BRRR_ARGS_2(T) T, T
+#define BRRR_WRAP_1(T, fn) static inline T brrr_libm_##fn(T x) { return fn(x); }
+#define BRRR_WRAP_2(T, fn) static inline T brrr_libm_##fn(T x, T y) { return fn(x, y); }
 #endif
 
-extern "C" {
 BRRR_LIBM_DECLARATIONS
+extern "C" {
 float fmodf(float, float);
 double fmod(double, double);
 int omp_get_thread_num(void);
@@ -116,7 +207,6 @@ static inline float brrr_expf_nonpos(float x) {
 // two-source shuffles (one vpermt2ps each on AVX-512). dst[c * ds + r] = src[r * ss + c].
 // The tiled schedule stages transposed operands with it; scalar copies cost ~2 ops per
 // element there. Pure data movement: every bit pattern (NaN payloads, -0.0) is kept.
-typedef float brrr_v16f __attribute__((vector_size(64)));
 typedef int32_t brrr_v16i __attribute__((vector_size(64)));
 #define BRRR_T_STAGE(h, LO, HI)                                           \
   for (int i = 0; i < 16; ++i) {                                         \

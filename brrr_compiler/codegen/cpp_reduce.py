@@ -15,7 +15,10 @@ runs. Column folds keep a partial row per thread, combined likewise (cpp_columns
 """
 from __future__ import annotations
 
-from brrr_compiler.codegen.cpp_accumulators import CLAUSE, Accumulators, arg_update, update
+import sympy
+
+from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update, is_short,
+                                                     update)
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
@@ -43,7 +46,9 @@ class ReductionPrinter:
         self.columns = ColumnFolds(kernel, ctype, stmt_line, cexpr)
         self.stream = set(sched.stream)            # outputs past the caches
         self.online = pair_at(kernel, sched.online)   # max and sum of exps in one walk
-        self.acc = Accumulators(ctype, self.arg_dtype)
+        rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head)
+        self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
+        self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent))
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
         out = []

@@ -13,7 +13,7 @@ import sympy
 import torch
 
 
-from brrr_compiler.lower.scalar_rules import Body, V, opmath
+from brrr_compiler.lower.scalar_rules import LOW_PRECISION, Body, V, opmath
 from brrr_compiler.reduction_spec import reduction_spec
 
 
@@ -34,6 +34,19 @@ def _flat_index(spec, full_idx) -> sympy.Expr:
     return flat
 
 
+def _compared(v: V, spec, body: Body) -> V:
+    """The value argmax/argmin compare: a float16/bfloat16 input's value as eager holds it,
+    rounded to its dtype. brrr keeps a low-precision chain in float32 between ops
+    (Config.low_precision="float32"), which is fine for values (the store rounds, and
+    rounding keeps the order of a max) but not for an index: two elements that round to
+    one bfloat16 value tie in eager, which takes the first, while their float32 values
+    differ and brrr took the larger."""
+    dtype = spec.input.meta["val"].dtype
+    if spec.kind not in ("argmax", "argmin") or dtype not in LOW_PRECISION or v.dtype == dtype:
+        return v
+    return body.cast(v, dtype)
+
+
 class ReductionEmitter:
     def __init__(self, lowering):
         self.low = lowering
@@ -45,7 +58,7 @@ class ReductionEmitter:
         spec = reduction_spec(node)
         body = body or self.low.loop_body(self.low.cur_loop)
         dt = _acc_dtype(spec.kind, node)
-        x = body.cast(self.low.value(spec.input, full_idx), dt)
+        x = body.cast(_compared(self.low.value(spec.input, full_idx), spec, body), dt)
         args = (x,)
         if spec.kind in ("argmax", "argmin"):
             args += (body.emit("index", torch.int64, index=_flat_index(spec, full_idx)),)

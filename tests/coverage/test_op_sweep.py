@@ -55,6 +55,12 @@ def test_failures_are_classified():
     assert report.classify_failure(mism, grad, None) == "brrr-only"
     assert report.classify_failure(grad, mism, None) == "shared"
     assert report.classify_failure(mism, ok, ok) == "drift"
+    # drifted output; with eager's rounding only torch's gradient failure is left
+    assert report.classify_failure(mism, dict(grad), dict(grad)) == "drift"
+    # ... but a failure eager's rounding leaves at the same stage, or that aot_eager
+    # does not share, stays brrr's
+    assert report.classify_failure(mism, dict(grad), dict(mism)) == "brrr-only"
+    assert report.classify_failure(mism, ok, dict(grad)) == "brrr-only"
     crash = {"status": "crash", "stage": "crash", "detail": "IndexError at x.py:3: tuple"}
     other = {"status": "crash", "stage": "crash", "detail": "RuntimeError: mismatch in length"}
     assert report.classify_failure(crash, dict(crash), None) == "shared"

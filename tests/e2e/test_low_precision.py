@@ -115,3 +115,21 @@ def test_unknown_mode_is_an_error_naming_the_modes():
     with pytest.raises(ValueError, match="'eager' or 'float32'"):
         build_config({"low_precision": "fast"})
     assert build_config(environ={"BRRR_LOW_PRECISION": "eager"}).low_precision == "eager"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("mode", ["eager", "float32"])
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_arg_reductions_compare_the_rounded_values(kind, mode, dtype):
+    """1 + 1e-3 rounds to 1 in bfloat16 and float16: the row ties in eager, which takes
+    the first index. In float32 mode too the compared values are rounded first (lower/
+    reduce_rules.py), so the float32 1.001 does not win."""
+    from tests.helpers import check_against_eager
+    a = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]], dtype=dtype)
+    b = torch.tensor([[0.0, 1e-3, 0.0], [0.0, -1e-3, 0.0]], dtype=dtype)
+
+    def f(a, b):
+        return getattr(a + b, kind)(-1)
+
+    check_against_eager(f, a, b, grad=False, options={"low_precision": mode})
+    assert _run(f, a, b, mode=mode).tolist() == f(a, b).tolist()

@@ -1,0 +1,51 @@
+"""Short float32 sums add in double (codegen/cpp_accumulators.py): a sum of fewer than 32
+values no longer adds them one after another in float. Eager's sums keep interleaved
+partials, so its mean of 8 or 16 equal values is exact; brrr's was an ulp off, and
+(x - mean) * rsqrt(var + 1e-5) over equal rows made that 316 ulps.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.helpers import check_against_eager
+
+
+def _equal_rows(layout: str, n: int) -> tuple[torch.Tensor, int]:
+    g = torch.Generator().manual_seed(n)
+    if layout == "expanded":          # the reduced dim has stride 0
+        return torch.randn(1, 7, 3, generator=g).expand(n, 7, 3), 0
+    if layout == "column":            # a sum over dim 0 of a row-major tensor
+        return torch.randn(1, 7, 3, generator=g).repeat(n, 1, 1), 0
+    return torch.randn(7, 3, 1, generator=g).repeat(1, 1, n), -1
+
+
+@pytest.mark.parametrize("n", [8, 16])
+@pytest.mark.parametrize("layout", ["expanded", "column", "row"])
+def test_mean_of_equal_values_is_exact(layout, n):
+    """n * x is a float (n a power of 2): the sum is exact, and so is the mean."""
+    x, dim = _equal_rows(layout, n)
+    mean = torch.compile(lambda x: x.mean(dim), backend="brrr")(x)
+    assert torch.equal(mean, x.select(dim, 0))
+    check_against_eager(lambda x: x.mean(dim), x, grad=False)
+
+
+@pytest.mark.parametrize("layout", ["expanded", "column"])
+def test_normalising_equal_rows_gives_zero(layout):
+    x, _ = _equal_rows(layout, 8)
+
+    def f(x):
+        return (x - x.mean(0, keepdim=True)) * torch.rsqrt(x.var(0, keepdim=True, unbiased=False) + 1e-5)
+
+    assert torch.compile(f, backend="brrr")(x).abs().max().item() == 0
+    check_against_eager(f, x, grad=False)
+
+
+def test_column_folds_of_a_row_kernel_over_few_rows():
+    """A row kernel that also sums its columns (cpp_columns.py) over 8 rows."""
+    x = torch.randn(1, 64, generator=torch.Generator().manual_seed(0)).repeat(8, 1)
+
+    def f(x):
+        return F.softmax(x, -1), x.sum(0) / 8
+
+    assert torch.equal(torch.compile(f, backend="brrr")(x)[1], x[0])
+    check_against_eager(f, x, grad=False)
