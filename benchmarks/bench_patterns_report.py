@@ -45,11 +45,16 @@ def summary_table(rows: list[dict], backends: list[str]) -> str:
     return harness.markdown_table(table, [c for c in columns if c in table[0]])
 
 
-def _case_line(row: dict) -> str:
+def times_line(row: dict) -> str:
+    """'brrr 0.80x eager; eager 1.0 us, ...': a slow case's speedup and every time."""
     t = row["times"]
     shown = ", ".join(f"{b} {v * 1e6:.1f} us" for b, v in t.items())
+    return f"brrr {t['eager'] / t['brrr']:.2f}x eager; {shown}"
+
+
+def _case_line(row: dict) -> str:
     return (f"- seed {row['seed']} {row['size']} ({row['dtype']}, {row['ops']} ops, "
-            f"{row['nbytes'] / 1e6:.3g} MB): brrr {t['eager'] / t['brrr']:.2f}x eager; {shown} "
+            f"{row['nbytes'] / 1e6:.3g} MB): {times_line(row)} "
             f"(`python benchmarks/bench_patterns.py --only {row['seed']}:{row['size']}`)")
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import harness
-from benchmarks.bench_patterns_report import SLOWER, slower_than_eager
+from benchmarks.bench_patterns_report import SLOWER, slower_than_eager, times_line
 
 
 def _geo(rows: list[dict]) -> str:
@@ -39,11 +39,9 @@ def _repro(row: dict) -> str:
 
 
 def _slow_line(row: dict) -> str:
-    t = row["times"]
-    shown = ", ".join(f"{b} {v * 1e6:.1f} us" for b, v in t.items())
     return (f"- {row['case']} {row['dtype']} (sample {row['sample']}: {row['desc']}; "
-            f"{row['kernels']} kernels, {row['nbytes'] / 1e6:.3g} MB): brrr "
-            f"{t['eager'] / t['brrr']:.2f}x eager; {shown} ({_repro(row)})")
+            f"{row['kernels']} kernels, {row['nbytes'] / 1e6:.3g} MB): {times_line(row)} "
+            f"({_repro(row)})")
 
 
 def render(rows: list[dict], facts: dict) -> str:
