@@ -23,13 +23,8 @@ from brrr_compiler.log import fallback
 from brrr_compiler.runtime.meta_check import checker, first_call_checked, spec_of
 from brrr_compiler.runtime.profiling import ProfiledRunner
 from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
-from brrr_compiler.runtime.segments import segment
+from brrr_compiler.runtime.segments import allocator as _allocator, segment
 from brrr_compiler.symbolic import size_sources
-
-try:
-    from torch._C._dynamo.guards import _empty_strided_cpu
-except ImportError:  # pragma: no cover - older torch
-    _empty_strided_cpu = None
 
 
 @dataclass
@@ -116,15 +111,6 @@ def _input_pointers(ptr, offsets: tuple):
     if not any(offsets):
         return lambda inputs: map(ptr, inputs)
     return lambda inputs: [ptr(t) + off for t, off in zip(inputs, offsets)]
-
-
-def _allocator(device):
-    """empty_strided(shape, stride, dtype) on `device`; on the CPU torch's fast path for
-    it (what inductor's generated code calls: half the cost of torch.empty_strided)."""
-    if device is None and _empty_strided_cpu is not None:
-        return _empty_strided_cpu
-    return lambda shape, stride, dtype: torch.empty_strided(shape, stride, dtype=dtype,
-                                                            device=device)
 
 
 # The error flag is one per library: a kernel call and the read of its flag must not
