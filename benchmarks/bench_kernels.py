@@ -32,6 +32,7 @@ def brrr_variants() -> tuple[str, list[str]]:
     """(brrr's default fusion policy, the suite names of the other policies that work)."""
     from brrr_compiler.config import build_config
     from brrr_compiler.cost.policy import policy_from_option
+    from brrr_compiler.lowered_count import LoweredCount
 
     default = build_config().fusion
     default = default if isinstance(default, str) else getattr(default, "name", "custom")
@@ -40,7 +41,7 @@ def brrr_variants() -> tuple[str, list[str]]:
         if policy == default:
             continue
         try:
-            policy_from_option(policy)
+            policy_from_option(policy, count=LoweredCount())
         except Exception as exc:  # a policy still being written is skipped, and said so
             print(f"brrr:{policy} skipped: {harness.describe_error(exc)}", file=sys.stderr)
             continue

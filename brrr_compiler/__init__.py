@@ -3,6 +3,8 @@
     torch.compile(model, backend="brrr", options={...})
     brrr_compiler.explain(fn, *args, options={...}, **kwargs)  -> Report
     brrr_compiler.calibrate()                            -> DeviceSpec (saved for the cost model)
+    brrr_compiler.cost_policy(device, target, threads)   -> the "cost" fusion policy, to wrap
+                                                            or pass as options["fusion"]
 
 Errors and warnings: OptionError (a bad option or BRRR_* variable), BrrrFallbackError
 (a fallback under options={"strict": True}), BrrrWarning (every warning brrr shows).
@@ -22,4 +24,11 @@ def calibrate(cache_dir: str | None = None, save: bool = True,
     return _calibrate(cache_dir, save, calibration_dir=calibration_dir)
 
 
-__all__ = ["explain", "calibrate", "BrrrFallbackError", "BrrrWarning", "OptionError"]
+def cost_policy(device=None, target: str = "cpp", threads: int | None = None, **limits):
+    """The "cost" fusion policy (cost.CostPolicy) counting the kernels `target` would
+    print at `threads` threads, on `device` (a cost.DeviceSpec; the generic CPU default)."""
+    from brrr_compiler.lowered_count import cost_policy as _cost_policy
+    return _cost_policy(device, target, threads, **limits)
+
+
+__all__ = ["explain", "calibrate", "cost_policy", "BrrrFallbackError", "BrrrWarning", "OptionError"]

@@ -28,6 +28,7 @@ from brrr_compiler.cost.measured import measured_where_unsure
 from brrr_compiler.graph_report import failed_graph_report, graph_report, op_name
 from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
+from brrr_compiler.lowered_count import LoweredCount
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import PolicyError, partition
 from brrr_compiler.runtime import cache, script, segments, toolchain, trampoline, triton_launch
@@ -125,10 +126,11 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                              verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
         return Planned(plan, *lowered, not_run)
 
-    found = planned(gm, fusion_policy(cfg, machine, tuner))
+    count = counter(target, threads, cfg)
+    found = planned(gm, fusion_policy(cfg, machine, tuner, count))
     if tuner is not None:   # max-autotune: the finished plan and each kernel's threads timed
-        found = tuned(tuner, name, found,
-                      lambda: planned(pristine, policy_from_option(cfg.fusion, machine)))
+        found = tuned(tuner, name, found, lambda: planned(pristine, policy_from_option(
+            cfg.fusion, machine, counter(target, threads, cfg))))
     plan, kernels, specs, printed, schedules, not_run = found
     dumps.write("fusion_plan.txt", lambda: str(plan))
     if target == "triton":
@@ -150,7 +152,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
         ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
         report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,
-                              device, not_run, schedules)
+                              device, not_run, schedules, count)
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)
@@ -160,13 +162,18 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                                     strict=cfg.strict)
 
 
-def fusion_policy(cfg: Config, machine, tuner):
+def counter(target: str | None, threads: int, cfg: Config) -> LoweredCount:
+    """What the cost model counts for a candidate group: the kernel `target` would print."""
+    return LoweredCount(target or "cpp", threads, cfg.low_precision)
+
+
+def fusion_policy(cfg: Config, machine, tuner, count: LoweredCount):
     """The policy options["fusion"] names; under max-autotune (`tuner`), brrr's own
     policies measure the merges the cost model is unsure of (cost/measured.py)."""
-    policy = policy_from_option(cfg.fusion, machine)
+    policy = policy_from_option(cfg.fusion, machine, count)
     if tuner is None:
         return policy
-    return measured_where_unsure(policy, CostPolicy(machine), tuner.measure_merge,
+    return measured_where_unsure(policy, CostPolicy(machine, count), tuner.measure_merge,
                                  cfg.autotune_margin)
 
 

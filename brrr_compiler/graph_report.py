@@ -59,13 +59,14 @@ def _sources(nodes, limit: int = 3) -> list[str]:
 
 
 def graph_report(name, kind, plan, compiled, source, runner_code, kernel_irs=None,
-                 machine=None, device=legality.CPU, not_run=None, schedules=None) -> GraphReport:
+                 machine=None, device=legality.CPU, not_run=None, schedules=None,
+                 count=None) -> GraphReport:
     """`compiled`: the kernels the runner calls, by group id; `device`: the one the
     kernels run on (None: the graph has no code generation target); `not_run`: {group
     id: why the group runs through ATen} for the groups that are not among them;
     `schedules`: each kernel's schedule by group id (what the cost model counts)."""
     kernels = [_kernel(compiled[g.id].name, g, (kernel_irs or {}).get(g.id),
-                       (schedules or {}).get(g.id), machine)
+                       (schedules or {}).get(g.id), machine, count)
                for g in plan.groups if g.id in compiled]
     reasons = {n: not_run[g.id] for g in plan.groups if g.id in (not_run or {}) for n in g.nodes}
     grouped = {n for g in plan.groups if g.id in compiled for n in g.nodes}
@@ -89,21 +90,22 @@ def failed_graph_report(name, kind, gm, why: str) -> GraphReport:
                        aten_calls=calls, fallbacks=[why])
 
 
-def _kernel(name, group, kernel_ir, schedule, machine) -> KernelReport:
+def _kernel(name, group, kernel_ir, schedule, machine, count) -> KernelReport:
     report = KernelReport(name, [op_name(n) for n in group.nodes], [n.name for n in group.nodes],
                           list(group.domain),
                           **kernel_report_fields(kernel_ir, schedule, group, machine),
                           sources=_sources(group.nodes),
                           schedule=schedule.describe() if schedule is not None else "")
-    if machine is not None:
-        report.unfused_s, report.unfused_bytes = _unfused(group, machine)
+    if machine is not None and count is not None:
+        report.unfused_s, report.unfused_bytes = _unfused(group, machine, count)
     return report
 
 
-def _unfused(group, machine) -> tuple:
+def _unfused(group, machine, count) -> tuple:
     """Predicted time and bytes of the group's compute ops run one kernel each (views are
-    free in eager too); (None, None) where the model has no number."""
-    policy = CostPolicy(machine)
+    free in eager too), as `count` (lowered_count.LoweredCount) counts each one's kernel;
+    (None, None) where the model has no number."""
+    policy = CostPolicy(machine, count)
     try:
         alone = [policy.kernel({n}, frozenset(), [n]) for n in group.nodes
                  if not _is_view(n)]

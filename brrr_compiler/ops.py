@@ -188,21 +188,6 @@ FALLBACK_INFO = OpInfo(Kind.FALLBACK)
 STRUCTURAL_COST = {"bounded": 2 * ADD}
 
 
-# pow by these scalar exponents lowers to multiplies, sqrt or a reciprocal
-# (lower/scalar_rules.py, _pow_scalar): cost per element
-POW_SCALAR_COST = {0: 0.0, 1: 0.0, 2: ADD, 3: 2 * ADD, -2: ADD + DIV, 0.5: SQRT,
-                   -0.5: SQRT + DIV, -1: DIV}
-
-
-def node_cost(node: torch.fx.Node) -> float:
-    """Flop-equivalents per element of a pointwise node (its op's cost, pow expanded)."""
-    if node.target is aten.pow.Tensor_Scalar:
-        e = node.args[1] if len(node.args) > 1 else node.kwargs.get("exponent")
-        if isinstance(e, (int, float)) and e in POW_SCALAR_COST:
-            return POW_SCALAR_COST[e]
-    return info(node.target).cost
-
-
 def scalar_cost(op: str, reduce: bool = False) -> float:
     """Flop-equivalents of one kernel-IR scalar op (its scalar-op table row) or, with
     `reduce`, one fold of a reduce kind (what TABLE gives the ATen reduction naming it);

@@ -4,6 +4,8 @@ A leaf module: partition, lowering and runtime all read shapes through it.
 """
 from __future__ import annotations
 
+import functools
+
 import sympy
 import torch
 
@@ -15,6 +17,14 @@ def to_sympy(x) -> sympy.Expr:
     if isinstance(x, sympy.Basic):
         return x
     return sympy.Integer(int(x))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def free_symbols(expr) -> frozenset:
+    """`expr`'s free symbols. Sympy walks the whole tree on every ask, and lowering asks
+    it of the same index expressions many times (the cost policy lowers each candidate
+    group, so this is compile time)."""
+    return frozenset(sympy.sympify(expr).free_symbols)
 
 
 def shape(val) -> tuple:

@@ -4,8 +4,7 @@ through CostPolicy ("cost") and never for legality.
 
     device.py       DeviceSpec, the generic-CPU default, GPU presets, device.json
     stats.py        KernelStats (flops, transcendentals, bytes) and CostModelError
-    from_kernel.py  KernelStats of a kernel IR (what codegen prints)
-    from_group.py   KernelStats of a group of FX nodes (before lowering; must agree)
+    from_kernel.py  KernelStats of a kernel IR and its schedule (what codegen prints)
     estimate.py     predict(stats, device) -> Estimate
     policy.py       CostPolicy: fuse, refuse or recompute by predicted time;
                     policy_from_option (options["fusion"] -> a policy)
@@ -13,14 +12,13 @@ through CostPolicy ("cost") and never for legality.
 """
 from brrr_compiler.cost.device import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                        load_device_spec, resolve_device, save_device_spec)
-from brrr_compiler.cost.estimate import (Estimate, estimate_group, estimate_kernel,
+from brrr_compiler.cost.estimate import (Estimate, estimate_kernel,
                                          kernel_report_fields, predict)
-from brrr_compiler.cost.from_group import group_stats
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.cost.policy import CostPolicy, policy_from_option
-from brrr_compiler.cost.stats import CostModelError, KernelStats
+from brrr_compiler.cost.stats import CostModelError, KernelNotLowered, KernelStats
 
 __all__ = ["PRESETS", "DeviceSpec", "current_device_spec", "generic_cpu", "load_device_spec",
-           "resolve_device", "save_device_spec", "Estimate", "estimate_group", "estimate_kernel",
-           "kernel_report_fields", "predict", "group_stats", "kernel_stats", "CostPolicy", "CostModelError", "KernelStats",
-           "policy_from_option"]
+           "resolve_device", "save_device_spec", "Estimate", "estimate_kernel",
+           "kernel_report_fields", "predict", "kernel_stats", "CostPolicy", "CostModelError",
+           "KernelNotLowered", "KernelStats", "policy_from_option"]

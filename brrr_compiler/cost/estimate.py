@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from brrr_compiler import ops
 from brrr_compiler.cost.device import DeviceSpec
-from brrr_compiler.cost.from_group import group_stats
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.cost.stats import (REDUCE, SCALAR, CostModelError, KernelStats, size_hints,
                                       special_cost)
@@ -132,13 +131,6 @@ def predict(stats: KernelStats, device: DeviceSpec) -> Estimate:
 def estimate_kernel(kernel, schedule, device: DeviceSpec, hints: dict | None = None) -> Estimate:
     """A lowered kernel run by `schedule` (its CppSchedule or TritonSchedule)."""
     return predict(kernel_stats(kernel, schedule, hints), device)
-
-
-def estimate_group(group, device: DeviceSpec) -> Estimate:
-    """A partition Group (nodes, outputs, inputs, domain, reduced_dims), not lowered."""
-    return predict(group_stats(group.nodes, group.outputs, group.inputs, group.domain,
-                               group.reduced_dims, scratch=device.kind == "cpu",
-                               across=group.across, columns=group.columns), device)
 
 
 def kernel_report_fields(kernel, schedule, group, device: DeviceSpec | None) -> dict:

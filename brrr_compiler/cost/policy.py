@@ -1,25 +1,26 @@
 """CostPolicy ("cost"): fuse a legal merge when the cost model predicts it is faster.
 
-For a merge of a producer group into a consumer group it predicts both kernels as they
-stand (the producer stores what the consumer reads, the consumer reads it back) against
-the merged kernel (which computes the producer at every point it needs it: once per
-element for a plain chain, once per broadcast point or per loop phase otherwise), and
-accepts when the merged kernel is faster. For a recompute offer (candidate.recompute: the
-producer nodes the consumer would compute again from their own inputs, the producer group
-keeping its kernel for its other readers) it compares the two groups before and after.
-Kernels that would grow past what the C++ printer handles well, too many input streams
-or too many values live at once, are refused before any estimate. Every verdict carries
-predicted unfused and fused time, the bytes saved and the change in compute, memory and
-overhead, so `explain` and the logs say why in those three terms.
+It prices the kernels lowering would make, under the schedules their target would
+choose (a counter the driver hands it: brrr_compiler/lowered_count.py). For a merge of a
+producer group into a consumer group it predicts both kernels as they stand (the
+producer stores what the consumer reads, the consumer reads it back) against the merged
+kernel, and accepts when the merged kernel is faster; a merged group that would not
+lower is refused (its ops would run through ATen). For a recompute offer
+(candidate.recompute: the producer nodes the consumer would compute again from their
+own inputs, the producer group keeping its kernel for its other readers) it compares
+the two groups before and after. Kernels that would grow past what the C++ printer
+handles well, too many input streams or too many values live at once, are refused
+before any estimate. Every verdict carries predicted unfused and fused time, the bytes
+saved and the change in compute, memory and overhead, so `explain` and the logs say why
+in those three terms.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from brrr_compiler.cost.device import DeviceSpec, generic_cpu
 from brrr_compiler.cost.estimate import Estimate, predict
-from brrr_compiler.cost.from_group import group_stats
-from brrr_compiler.cost.stats import CostModelError
+from brrr_compiler.cost.stats import CostModelError, KernelNotLowered, KernelStats
 from brrr_compiler.partition import domains, legality
 from brrr_compiler.partition.policy import (FusionPolicy, GreedyPolicy, MergeCandidate,
                                             NoFusionPolicy, Verdict)
@@ -62,13 +63,22 @@ def live_values(members) -> int:
     return peak
 
 
+# count(members, stored nodes) -> what the kernel lowering would make for them computes
+# and moves, under the schedule its target would choose (the driver's LoweredCount,
+# brrr_compiler/lowered_count.py); CostModelError when there is no number
+Count = Callable[[set, list], KernelStats]
+
+
 class CostPolicy:
     name = "cost"
     recompute = True        # the partitioner may offer to recompute producers in consumers
 
-    def __init__(self, device: DeviceSpec | None = None, max_inputs: int = MAX_INPUTS,
-                 max_live: int = MAX_LIVE, strict: bool = False):
-        self.device = device or generic_cpu()
+    def __init__(self, device: DeviceSpec | None = None, count: Count | None = None,
+                 max_inputs: int = MAX_INPUTS, max_live: int = MAX_LIVE, strict: bool = False):
+        if not callable(count):
+            raise TypeError("brrr: CostPolicy counts the kernels lowering would make and needs "
+                            "a counter; build it with brrr_compiler.cost_policy(device)")
+        self.device, self.count = device or generic_cpu(), count
         self.max_inputs, self.max_live, self.strict = max_inputs, max_live, strict
 
     def kernel(self, members, graph_outputs, outputs=None) -> Estimate | None:
@@ -78,27 +88,32 @@ class CostPolicy:
             outputs = legality.stored_nodes(members, graph_outputs)
         if not outputs:
             return None
-        domain, across, columns = domains.split_domain(members)
+        domain = domains.split_domain(members)[0]
         if isinstance(domain, str):
             raise CostModelError(domain)
-        if domain is None:
-            domain = (legality.shape_of(outputs[0]), ())
-        stats = group_stats(_topo(members), outputs, legality.external_inputs(members), *domain,
-                            scratch=self.device.kind == "cpu",     # the C++ target keeps rows
-                            across=across, columns=columns)
-        return predict(stats, self.device)
+        return predict(self.count(members, outputs), self.device)
 
     def decide(self, c: MergeCandidate) -> Verdict:
         refusal = self.limits(c)
         if refusal:
             return Verdict(False, refusal)
+        go = c.graph_outputs
+        sides, before = kernel_sides(c), None
         try:
-            before, after = self.predict(c)
+            before = [self.kernel(m, go, o) for m, o in sides[0]]
+            after = [self.kernel(m, go, o) for m, o in sides[1]]
+        except KernelNotLowered as err:
+            if before is not None:     # the group would run through ATen: keep the kernels
+                return Verdict(False, f"{'not recomputed' if c.recompute else 'not fused'}: {err}")
+            return self.no_estimate(err)
         except CostModelError as err:
-            if self.strict:
-                raise
-            return Verdict(True, f"no estimate ({err}); fused because it is legal")
+            return self.no_estimate(err)
         return verdict(before, after, bool(c.recompute))
+
+    def no_estimate(self, err: CostModelError) -> Verdict:
+        if self.strict:
+            raise err
+        return Verdict(True, f"no estimate ({err}); fused because it is legal")
 
     def limits(self, c: MergeCandidate) -> str | None:
         """Why the kernel(s) the candidate makes would be too big for the C++ printer."""
@@ -158,11 +173,12 @@ def verdict(before: list, after: list, recompute: bool) -> Verdict:
                            f"vs {t0 * 1e6:.3g} us {other} ({why})", metrics)
 
 
-def policy_from_option(fusion: Any, device=None) -> FusionPolicy:
-    """The policy named by options["fusion"] ("cost" predicts on `device`, a DeviceSpec),
-    or the user's own policy object."""
+def policy_from_option(fusion: Any, device=None, count: Count | None = None) -> FusionPolicy:
+    """The policy named by options["fusion"] ("cost" predicts on `device`, a DeviceSpec,
+    what `count` says each kernel computes and moves), or the user's own policy object."""
     if isinstance(fusion, str):
-        table = {"cost": lambda: CostPolicy(device), "greedy": GreedyPolicy, "none": NoFusionPolicy}
+        table = {"cost": lambda: CostPolicy(device, count), "greedy": GreedyPolicy,
+                 "none": NoFusionPolicy}
         if fusion not in table:
             raise ValueError(f"brrr: unknown fusion policy {fusion!r}; expected one of {sorted(table)}")
         return table[fusion]()

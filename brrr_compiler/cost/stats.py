@@ -1,8 +1,7 @@
 """KernelStats: what one kernel must compute and move, independent of any machine.
 
-Two counters produce it and must agree: from_kernel.py walks the kernel IR (what codegen
-prints) and from_group.py walks the FX nodes of a group (what the partitioner has before
-anything is lowered). Both count
+from_kernel.py counts it from a kernel IR and its schedule (what codegen prints; the
+cost policy counts a candidate group by lowering it). It counts
   - flops: flop-equivalents of the cheap ops (op table weights: add 1, div 4, ...),
   - transcendentals: evaluations of exp-class functions (an op costing k * TRANSCENDENTAL
     flop-equivalents counts k), each keyed by the dtype the arithmetic runs in,
@@ -27,6 +26,10 @@ from brrr_compiler.cost.device import dtype_key
 
 class CostModelError(Exception):
     """The cost model lacks a number it needs (unknown op cost, size, dtype)."""
+
+
+class KernelNotLowered(CostModelError):
+    """The group would not lower to a kernel: its ops would run through ATen."""
 
 
 @dataclass

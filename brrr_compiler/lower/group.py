@@ -27,6 +27,7 @@ import torch
 from brrr_compiler import ops
 from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, loop_symbol, reduction_symbol
 from brrr_compiler.lower import index_rules, indexing
+from brrr_compiler.lower.origins import describe_node
 from brrr_compiler.transforms.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
 from brrr_compiler.lower.scalar_rules import (LOW_PRECISION, Body, Namer, V, lower_node,
@@ -34,20 +35,7 @@ from brrr_compiler.lower.scalar_rules import (LOW_PRECISION, Body, Namer, V, low
 from brrr_compiler.transforms.signs import mark_nonpositive_exps
 from brrr_compiler.partition.domains import after_rows
 from brrr_compiler.reduction_spec import reduction_spec
-from brrr_compiler.symbolic import free_size_symbols
-
-
-def describe_node(node: torch.fx.Node) -> str:
-    """`name = aten.op(args)`: a one-line origin for comments and reports."""
-    def fmt(a):
-        if isinstance(a, torch.fx.Node):
-            return a.name
-        if isinstance(a, (list, tuple)):
-            return "[" + ", ".join(fmt(x) for x in a) + "]"
-        return repr(a)
-    args = [fmt(a) for a in node.args] + [f"{k}={fmt(v)}" for k, v in node.kwargs.items()]
-    target = str(node.target).replace("aten::", "aten.")
-    return f"{node.name} = {target}({', '.join(args)})"
+from brrr_compiler.symbolic import free_size_symbols, free_symbols
 
 
 def _levels(group, final: set) -> dict:
@@ -107,10 +95,11 @@ class _GroupLowering:
         return self.buffers[node]
 
     def is_full(self, idx) -> bool:
-        return any(sympy.sympify(e).free_symbols & (self.red_vars | self.loop_syms) for e in idx)
+        return any(free_symbols(e) & self.red_vars or free_symbols(e) & self.loop_syms
+                   for e in idx)
 
     def level_at(self, node, idx) -> int:
-        syms = {s.name for e in idx for s in sympy.sympify(e).free_symbols}
+        syms = {s.name for e in idx for s in free_symbols(e)}
         return max([self.level.get(node, 0)] + [self.sym_level.get(n, 0) for n in syms])
 
     def target(self, node, idx) -> tuple:
@@ -282,6 +271,7 @@ def lower_group(group, name: str, use_scratch: bool = False, round_results: bool
     else:
         out_strides = [s for d, s in enumerate(out_strides) if d not in dims]
     kernel = mark_nonpositive_exps(simplify_loops(kernel, out_strides))
+    low.__dict__.clear()    # a cycle (its reducer): freed now, not by the cycle collector
     if kernel.scratch and reduces_outer_dim(kernel):
         return lower_group(group, name, use_scratch=False,    # the tiled schedule recomputes
                            round_results=round_results)

@@ -15,6 +15,7 @@ import functools
 import sympy
 
 from brrr_compiler.kernel_ir import Kernel, Stmt, loop_symbol, reduction_symbol
+from brrr_compiler.symbolic import free_symbols
 
 
 def linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars) -> sympy.Expr | None:
@@ -37,7 +38,7 @@ def _substitute(kernel: Kernel, mapping: dict, **changes) -> Kernel:
     keys = set(mapping)
 
     def sub(s: Stmt) -> Stmt:
-        if s.index is None or not s.index.free_symbols & keys:
+        if s.index is None or not free_symbols(s.index) & keys:
             return s
         return dataclasses.replace(s, index=sympy.expand(s.index.xreplace(mapping)))
     if not mapping:

@@ -4,11 +4,12 @@ import pytest
 import sympy
 import torch
 
-from brrr_compiler.cost import PRESETS, CostModelError, DeviceSpec, estimate_group, predict
+from brrr_compiler.cost import PRESETS, CostModelError, DeviceSpec, predict
 from brrr_compiler.cost.estimate import hit_fraction
 from brrr_compiler.cost.stats import KernelStats, as_int, itemsize, op_cost
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, Stmt, loop_symbol
+from brrr_compiler.lowered_count import cost_policy
 from brrr_compiler.schedule import choose
 from tests.helpers import plan_of
 
@@ -22,6 +23,13 @@ N = 1000
 
 def _x(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
+
+
+def estimate_group(group, device: DeviceSpec):
+    """The estimate the cost policy makes for `group`'s kernel as lowering would print it
+    for `device`'s target."""
+    policy = cost_policy(device, "cpp" if device.kind == "cpu" else "triton", threads=1)
+    return policy.kernel(set(group.nodes), frozenset(), group.outputs)
 
 
 def _only_group(fn, *args):

@@ -5,6 +5,7 @@ tests/e2e/test_autotune.py runs the real measurements."""
 import torch
 
 from brrr_compiler.cost import CostPolicy, generic_cpu
+from brrr_compiler.lowered_count import cost_policy
 from brrr_compiler.cost.measured import Measurement, MeasuredPolicy, measured_where_unsure
 from brrr_compiler.partition import GreedyPolicy, NoFusionPolicy
 from tests.cost.test_policy import broadcast_blowup, cheap_four_ways
@@ -29,7 +30,7 @@ class Stand:
 
 
 def _policy(base, stand, margin=1e9):
-    return MeasuredPolicy(base, CostPolicy(CPU2), stand, margin)
+    return MeasuredPolicy(base, cost_policy(CPU2), stand, margin)
 
 
 def _chain(t):
@@ -74,10 +75,10 @@ def test_cost_measures_inside_the_margin_either_way():
     merge is measured."""
     args = _x(256), _x(1024, 256)
     wide, narrow = Stand(lambda b, a: Measurement(2.0, 1.0)), Stand(lambda b, a: Measurement(2.0, 1.0))
-    plan = plan_of(broadcast_blowup, *args, policy=_policy(CostPolicy(CPU2), narrow, margin=1.3))
+    plan = plan_of(broadcast_blowup, *args, policy=_policy(cost_policy(CPU2), narrow, margin=1.3))
     refused = [d for d in plan.decisions if not d.accepted]
     assert refused and all("measured" not in d.reason for d in refused), str(plan)
-    plan = plan_of(broadcast_blowup, *args, policy=_policy(CostPolicy(CPU2), wide))
+    plan = plan_of(broadcast_blowup, *args, policy=_policy(cost_policy(CPU2), wide))
     assert wide.asked and len(plan.groups) == 1, str(plan)
 
 
@@ -91,7 +92,7 @@ def test_a_merge_it_cannot_measure_keeps_the_policy_verdict_with_the_reason():
 
 def test_recompute_offers_are_measured_as_recomputing_vs_materialized():
     stand = Stand(lambda before, after: Measurement(3e-3, 1e-3))
-    plan = plan_of(cheap_four_ways, _x(2048, 4096), policy=_policy(CostPolicy(CPU2), stand))
+    plan = plan_of(cheap_four_ways, _x(2048, 4096), policy=_policy(cost_policy(CPU2), stand))
     (offer,) = [d for d in plan.decisions if "recomputing" in d.reason]
     assert offer.accepted and "measured: recomputing 1 ms vs materialized 3 ms" in offer.reason
     (before, after), = [(b, a) for b, a in stand.asked if len(a) == 2]   # the offer
@@ -103,14 +104,14 @@ def test_recompute_offers_are_measured_as_recomputing_vs_materialized():
 
 def test_size_refusals_stand_unmeasured():
     stand = Stand(lambda before, after: Measurement(2.0, 1.0))
-    base = CostPolicy(CPU2, max_inputs=1)
+    base = cost_policy(CPU2, max_inputs=1)
     plan = plan_of(broadcast_blowup, _x(256), _x(1024, 256), policy=_policy(base, stand))
     too_big = [d for d in plan.decisions if d.reason.startswith("too big")]
     assert too_big and not any(d.accepted for d in too_big), str(plan)
 
 
 def test_only_brrrs_weighing_policies_are_wrapped():
-    model, stand = CostPolicy(CPU2), Stand(lambda b, a: Measurement(1.0, 1.0))
+    model, stand = cost_policy(CPU2), Stand(lambda b, a: Measurement(1.0, 1.0))
     none = NoFusionPolicy()
     assert measured_where_unsure(none, model, stand, 1.3) is none
 
@@ -121,7 +122,7 @@ def test_only_brrrs_weighing_policies_are_wrapped():
             raise AssertionError("not called")
     mine = Mine()
     assert measured_where_unsure(mine, model, stand, 1.3) is mine
-    wrapped = measured_where_unsure(CostPolicy(CPU2), model, stand, 1.3)
+    wrapped = measured_where_unsure(cost_policy(CPU2), model, stand, 1.3)
     assert isinstance(wrapped, MeasuredPolicy) and wrapped.name == "cost" and wrapped.recompute
     greedy = measured_where_unsure(GreedyPolicy(), model, stand, 1.3)
     assert greedy.name == "greedy" and not greedy.recompute

@@ -6,6 +6,7 @@ import torch
 from brrr_compiler import ops
 from brrr_compiler.config import build_config
 from brrr_compiler.cost import CostPolicy, generic_cpu, policy_from_option
+from brrr_compiler.lowered_count import LoweredCount, cost_policy
 from brrr_compiler.partition import GreedyPolicy, NoFusionPolicy, PolicyError
 from tests.helpers import check_against_eager, plan_of
 
@@ -22,7 +23,7 @@ def _targets(group) -> list:
 
 
 def _cost():
-    return CostPolicy(CPU2)
+    return cost_policy(CPU2)
 
 
 def _check_reasons(plan):
@@ -152,7 +153,7 @@ def test_too_many_inputs_is_refused_with_a_reason():
     def fn(a, b, c, d, e):
         return a + b + c + d + e
     plan = plan_of(fn, *(_x(64, 64) for _ in range(5)),
-                   policy=CostPolicy(CPU2, max_inputs=3))
+                   policy=cost_policy(CPU2, max_inputs=3))
     refused = [d for d in plan.decisions if not d.accepted]
     assert refused and all("max_inputs=3" in d.reason for d in refused), str(plan)
     assert len(plan.groups) == 2, str(plan)
@@ -162,7 +163,7 @@ def test_too_many_live_values_is_refused_with_a_reason():
     def fn(x):
         a, b, c = x.sin(), x.cos(), x.exp()
         return a * b * c
-    plan = plan_of(fn, _x(64, 64), policy=CostPolicy(CPU2, max_live=1))
+    plan = plan_of(fn, _x(64, 64), policy=cost_policy(CPU2, max_live=1))
     refused = [d for d in plan.decisions if not d.accepted]
     assert refused and all("live at once" in d.reason for d in refused), str(plan)
 
@@ -171,14 +172,14 @@ def test_missing_numbers_raise_in_strict_mode_and_fuse_otherwise():
     no_exp = CPU2.replace(transcendentals=0.0)
     # the partitioner names the policy and the merge around the model's own error
     with pytest.raises(PolicyError, match="policy 'cost' raised CostModelError.*transcendental"):
-        plan_of(chain, _x(8, 8), policy=CostPolicy(no_exp, strict=True))
-    plan = plan_of(chain, _x(8, 8), policy=CostPolicy(no_exp))
+        plan_of(chain, _x(8, 8), policy=cost_policy(no_exp, strict=True))
+    plan = plan_of(chain, _x(8, 8), policy=cost_policy(no_exp))
     assert len(plan.groups) == 1 and any("no estimate" in d.reason for d in plan.decisions)
 
 
 def test_policy_by_name_and_option():
-    assert isinstance(policy_from_option("cost", CPU2), CostPolicy)
-    assert policy_from_option("cost", CPU2).device is CPU2
+    assert isinstance(policy_from_option("cost", CPU2, LoweredCount()), CostPolicy)
+    assert policy_from_option("cost", CPU2, LoweredCount()).device is CPU2
     assert isinstance(policy_from_option("greedy"), GreedyPolicy)
     assert build_config({"fusion": "cost"}).fusion == "cost"
     with pytest.raises(ValueError, match="cost"):
