@@ -10,4 +10,5 @@ bash scripts/setup.sh
 if [ -z "${BRRR_NO_TRITON:-}" ]; then
   .venv/bin/python -m pip install -q -e ".[triton]"
 fi
-exec .venv/bin/python -m pytest -q "$@"
+# One pytest worker per core (pytest-xdist); BRRR_TEST_WORKERS=0 runs in one process.
+exec .venv/bin/python -m pytest -q -n "${BRRR_TEST_WORKERS:-auto}" "$@"
