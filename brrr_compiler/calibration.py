@@ -13,7 +13,7 @@ DeviceSpec it saves).
                            chains: real kernels interleave few calls); and chains of sin,
                            tanh, erf, sigmoid (each its own rate)
     reduce folds           x.sum(-1), x.amax(-1) over 192 and 768 cache-resident rows
-    scalar transcendental  sin inside a row amax (a loop that does not vectorize)
+    scalar transcendental  sin inside a row argmax (a loop that does not vectorize)
     overheads              one-element graphs of 1 and 9 kernels (fusion "none"): the
                            slope is the per-kernel cost, the intercept the per-call cost
 
@@ -136,10 +136,10 @@ def cache_bandwidth(cache_dir: str, clock=time.perf_counter) -> float:
 
 
 def scalar_transcendental_rate(cache_dir: str, clock=time.perf_counter) -> float:
-    """sin evaluations per second inside a row max (a loop gcc does not vectorize): the
+    """sin evaluations per second inside a row argmax (a loop gcc does not vectorize): the
     slope between 1 and 4 sins per element over 256 cache-resident rows of 1024."""
     x = torch.rand(256, 1024)
-    t = [_per_call(_compiled("torch.sin(x)", k, "x.amax(-1)", cache_dir=cache_dir),
+    t = [_per_call(_compiled("torch.sin(x)", k, "x.argmax(-1)", cache_dir=cache_dir),
                    (x,), calls=10, clock=clock) for k in (1, 4)]
     return 3 * x.numel() / max(t[1] - t[0], 1e-12)
 

@@ -82,9 +82,8 @@ def generic_cpu(threads: int | None = None) -> DeviceSpec:
     return DeviceSpec(
         name="generic-cpu", kind="cpu", threads=t,
         flops={k: v * t for k, v in per_thread.items()}, transcendentals=1.5e9 * t,
-        # brrr's row max/min loops do not vectorize (NaN flag): scalar folds and functions
-        functions={"reduce_max": 1.7e9 * t, "reduce_min": 1.7e9 * t,
-                   "scalar_transcendental": 0.35e9 * t},
+        # brrr's row argmax/argmin loops do not vectorize: functions in them run scalar
+        functions={"scalar_transcendental": 0.35e9 * t},
         dram_bandwidth=30e9, cache_bandwidth=60e9 * t, l2_bytes=1 * MIB, llc_bytes=32 * MIB,
         kernel_overhead_s=3e-6, call_overhead_s=15e-6, parallel_min_elements=32768,
         overlap=1.0, source="default")

@@ -4,8 +4,8 @@ A statement in a scalar phase runs once per outer point (row); in a loop phase o
 point of the whole domain. A buffer's footprint is what its accesses touch: per distinct
 index expression, the product of the extents of the loop variables it uses (a stride-0
 broadcast drops a variable), summed over the expressions and capped by the largest index
-touched plus one (x and x.t() read the same elements). A loop phase folding a max, min,
-argmax or argmin runs unvectorized (unless its schedule tiles columns: the schedule
+touched plus one (x and x.t() read the same elements). A loop phase folding an argmax or
+argmin runs unvectorized (unless its schedule tiles columns: the schedule
 stage's choice, read from the kernel's schedule): its transcendentals are counted as
 scalar ones. A buffer loaded at a full-domain
 index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access whose

@@ -90,9 +90,10 @@ class KernelStats:
 REDUCE = "reduce_"
 SCALAR = "@scalar"
 COLUMNS = "@columns"
-# a row-schedule loop phase folding these does not vectorize (the NaN flag of max/min,
-# argmax's first-index rule): transcendentals in it run at scalar speed
-SCALAR_FOLDS = frozenset({"max", "min", "argmax", "argmin"})
+# a row-schedule loop phase folding these does not vectorize (argmax's first-index rule;
+# max and min fold under `omp simd reduction`, their NaN flag an int): transcendentals
+# in it run at scalar speed
+SCALAR_FOLDS = frozenset({"argmax", "argmin"})
 
 
 def special_cost(name: str) -> float:
