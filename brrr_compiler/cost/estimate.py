@@ -17,7 +17,8 @@ Where bytes live. A kernel's data is assumed hot from the kernel before it when 
 the last-level cache: up to half the LLC it runs at cache bandwidth, beyond 4x the LLC at
 DRAM bandwidth, and in between the hit fraction falls linearly in log(bytes), the shape a
 copy of growing size measures (benchmarks/results/notes.md, "Cache hit fraction by
-size"). A CPU kernel smaller than
+size"). A later loop phase re-reading a row finds it in L2 when a row fits there, else in
+the LLC as far as one row per thread fits it (the same hit fraction). A CPU kernel smaller than
 device.parallel_min_elements runs on one thread: its compute and cache rates are divided
 by the thread count.
 """
@@ -109,8 +110,13 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0) ->
     per_byte = hit * slow / device.cache_bandwidth + (1 - hit) / device.dram_bandwidth
     t = stats.bytes * per_byte
     if stats.reread_bytes:
-        fits = stats.reread_row_bytes <= device.l2_bytes
-        t += stats.reread_bytes * (slow / device.cache_bandwidth if fits else per_byte)
+        # a row is read again right after its first pass: what stays cached in between is
+        # one row per thread (in L2 when a row fits, else as much of the LLC as it takes)
+        rows_live = stats.reread_row_bytes * max(device.threads / slow, 1.0)
+        hit = 1.0 if stats.reread_row_bytes <= device.l2_bytes else \
+            hit_fraction(rows_live, device.llc_bytes)
+        t += stats.reread_bytes * (hit * slow / device.cache_bandwidth
+                                   + (1 - hit) / device.dram_bandwidth)
     return t
 
 
