@@ -40,8 +40,10 @@ CTYPE = {
 # bool lives in memory as uint8_t, read back as `!= 0`: gcc 12 vectorizes neither a load
 # of C++ bool (a select on it becomes a branch) nor a bool-to-float conversion, while a byte
 # compared with 0 is a vector compare whose mask feeds float selects directly. It also
-# reads any nonzero byte as true (a uint8 tensor viewed as bool), as ATen does.
-STORAGE = {**CTYPE, torch.float16: "brrr_half", torch.bfloat16: "uint16_t", torch.bool: "uint8_t"}
+# reads any nonzero byte as true (a uint8 tensor viewed as bool), as ATen does. float16
+# and bfloat16 live as their bits in uint16_t, converted by the prelude's integer code
+# (cpp_prelude_lowp.h): gcc 12 vectorizes no conversion of _Float16.
+STORAGE = {**CTYPE, torch.float16: "uint16_t", torch.bfloat16: "uint16_t", torch.bool: "uint8_t"}
 
 # Per library: set when a kernel met an out-of-bounds index (eager raises for those);
 # the runtime reads and clears it after such kernels and raises.
@@ -56,7 +58,9 @@ extern "C" int brrr_take_error(void) { return __atomic_exchange_n(&brrr_error_fl
 
 @functools.cache
 def _prelude_text() -> str:
-    return Path(__file__).with_name("cpp_prelude.h").read_text()
+    here = Path(__file__).parent
+    return (here / "cpp_prelude.h").read_text().replace(
+        "BRRR_LOW_PRECISION\n", (here / "cpp_prelude_lowp.h").read_text())
 
 
 def prelude(kernels_source: str | None = None) -> str:
@@ -106,7 +110,7 @@ def const_literal(value, dtype: torch.dtype) -> str:
     if dtype is torch.bool:
         return "true" if value else "false"
     if dtype.is_floating_point:
-        if dtype is torch.bfloat16:   # a bfloat16 value holds bfloat16's bits (stores keep them)
+        if dtype in (torch.bfloat16, torch.float16):   # its value exactly (stores keep the bits)
             value = torch.tensor(value, dtype=dtype).item()
         if value != value:
             return f"(({ct})__builtin_nan(\"\"))"
@@ -150,14 +154,14 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:
         if s.dtype is torch.bfloat16:
             v = f"brrr_bf16_bits({v})"   # already rounded: see cpp_prelude.h
         elif s.dtype is torch.float16:
-            v = f"(brrr_half){v}"
+            v = f"brrr_f16_bits({v})"    # already rounded: see cpp_prelude_lowp.h
         return f"{s.buffer}[{cexpr(s.index)}] = {v};"
     if s.op == "load":
         x = f"{s.buffer}[{cexpr(s.index)}]"
         if s.dtype is torch.bfloat16:
             x = f"brrr_bf16_to_f32({x})"
         elif s.dtype is torch.float16:
-            x = f"(float){x}"
+            x = f"brrr_f16_to_f32({x})"
         elif s.dtype is torch.bool:
             x = f"({x} != 0)"   # uint8_t storage (STORAGE)
         rhs = x

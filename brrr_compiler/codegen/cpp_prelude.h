@@ -234,36 +234,9 @@ static inline void brrr_transpose16(const float* src, int64_t ss, float* dst, in
 }
 #undef BRRR_T_STAGE
 
-// fp16 values live in registers as float; storage is _Float16 (gcc >= 12 on x86-64).
-typedef _Float16 brrr_half;
+BRRR_LOW_PRECISION
 
-static inline float brrr_bf16_to_f32(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static inline uint16_t brrr_f32_to_bf16(float f) {
-  // round to nearest even; NaN stays a quiet NaN
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  return f != f ? (uint16_t)0x7FC0 : (uint16_t)rounded;
-}
-
-static inline float brrr_round_bf16(float f) { return brrr_bf16_to_f32(brrr_f32_to_bf16(f)); }
-// A bfloat16-typed value always holds a float that bfloat16 represents exactly (a load, a
-// rounding cast, a rounded literal, a select of those), so storing it keeps the high half:
-// rounding it again costs 7 vector ops per 16 elements and changes nothing.
-static inline uint16_t brrr_bf16_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)(u >> 16);
-}
-static inline float brrr_round_f16(float f) { return (float)(brrr_half)f; }
-
-// Streaming stores (codegen/cpp_stream.py): n values (float, bfloat16 bits, half, double)
+// Streaming stores (codegen/cpp_stream.py): n values (float, double, bfloat16 or float16 bits)
 // from a small local array to dst, non-temporal (whole lines, no read of the old line)
 // where dst is 64- (or 32-) byte aligned, ordinary stores at the head and tail. The fence
 // orders them before whatever the thread does next (another thread reading the output

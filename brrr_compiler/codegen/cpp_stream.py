@@ -9,9 +9,9 @@ instead, since whoever reads it next will likely find it there (schedule/stream.
 chooses the outputs that stream: CppSchedule.stream).
 
 The printer keeps its scalar loop body (gcc vectorizes it): each streamed store writes
-into a 256-value local array of the output's storage type (float, bfloat16 bits, half,
-double), and after each chunk of the inner loop `brrr_stream` (the prelude) copies the
-array to the output with non-temporal stores, ordinary ones at an unaligned head and at
+into a 256-value local array of the output's storage type (float, double, bfloat16 or
+float16 bits), and after each chunk of the inner loop `brrr_stream` (the prelude) copies
+the array to the output with non-temporal stores, ordinary ones at an unaligned head and at
 the tail. `brrr_stream_fence` after a thread's work makes the
 streamed data visible to the threads that read it next.
 """

@@ -1,6 +1,7 @@
 """The C++ printer checked as text: no compiler runs here."""
 import re
 
+import pytest
 import sympy
 import torch
 from torch.testing import FileCheck
@@ -133,22 +134,28 @@ def test_cat_along_an_outer_dim_keeps_one_clamped_loop():
     assert src.count("#pragma omp simd") == 1 and "brrr_min_i64(" in src.partition("omp simd")[2]
 
 
-def test_bfloat16_loads_and_stores_convert():
-    _, k = _kernel(_mul_exp, *_inputs(torch.bfloat16))
+@pytest.mark.parametrize("dtype,load,rnd,store", [
+    (torch.bfloat16, "brrr_bf16_to_f32", "brrr_round_bf16", "brrr_bf16_bits"),
+    (torch.float16, "brrr_f16_to_f32", "brrr_round_f16", "brrr_f16_bits")])
+def test_low_precision_loads_and_stores_convert(dtype, load, rnd, store):
+    """Both live as uint16_t bits (gcc vectorizes no _Float16 conversion)."""
+    _, k = _kernel(_mul_exp, *_inputs(dtype))
     src = cpp.kernel_source(k, 1)
     (FileCheck().check("const uint16_t* __restrict in0").check("uint16_t* __restrict out0")
-     .check("uint16_t tb0[").check("brrr_bf16_to_f32(in0[").check("brrr_bf16_to_f32(tb0[")
-     .check("expf(").check("brrr_round_bf16(").check("= brrr_bf16_bits(").run(src))
-    assert "double" not in src
+     .check("uint16_t tb0[").check(f"{load}(in0[").check(f"{load}(tb0[")
+     .check("expf(").check(f"{rnd}(").check(f"= {store}(").run(src))
+    assert "double" not in src and "_Float16" not in src and "brrr_half" not in src
 
 
-def test_bfloat16_store_keeps_the_rounded_bits():
-    """The cast to bfloat16 rounds once; the store only takes the high half (no second
-    rounding), and a bfloat16 literal is bfloat16's value, so that stays exact."""
-    _, k = _kernel(_mul_exp, *_inputs(torch.bfloat16))
-    store = [ln for ln in cpp.kernel_source(k, 1).splitlines() if "out0[" in ln]
-    assert len(store) == 1 and "brrr_bf16_bits(" in store[0] and "round" not in store[0]
-    assert cpp.const_literal(1.1, torch.bfloat16) == "((float)1.1015625)"
+@pytest.mark.parametrize("dtype,store,literal", [(torch.bfloat16, "brrr_bf16_bits(", "1.1015625"),
+                                                 (torch.float16, "brrr_f16_bits(", "1.099609375")])
+def test_low_precision_store_keeps_the_rounded_bits(dtype, store, literal):
+    """The cast rounds once; the store only moves the bits (no second rounding), and a
+    literal is the dtype's value, so that stays exact."""
+    _, k = _kernel(_mul_exp, *_inputs(dtype))
+    lines = [ln for ln in cpp.kernel_source(k, 1).splitlines() if "out0[" in ln]
+    assert len(lines) == 1 and store in lines[0] and "round" not in lines[0]
+    assert cpp.const_literal(1.1, dtype) == f"((float){literal})"
 
 
 def test_no_fast_math_anywhere():

@@ -1,0 +1,78 @@
+// bfloat16 and float16 in brrr's C++ kernels (part of the prelude: cpp.py inlines this
+// file in place of cpp_prelude.h's BRRR_LOW_PRECISION line).
+//
+// Values live in registers as float; storage is uint16_t holding the format's bits, and
+// every conversion is integer and float arithmetic with selects, no branch and no call,
+// so gcc vectorizes the loops around it. gcc 12 vectorizes no conversion between
+// _Float16 and float ("unsupported data-type"): with _Float16 storage every float16
+// kernel ran scalar. Rounding is to nearest even, as eager's; a NaN stays a NaN with its
+// sign (its payload, which eager's vector and scalar loops treat differently, may differ).
+
+static inline uint32_t brrr_f32_as_u32(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float brrr_u32_as_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline float brrr_bf16_to_f32(uint16_t b) { return brrr_u32_as_f32((uint32_t)b << 16); }
+
+static inline uint16_t brrr_f32_to_bf16(float f) {
+  // round to nearest even; NaN stays a quiet NaN
+  uint32_t u = brrr_f32_as_u32(f);
+  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return f != f ? (uint16_t)0x7FC0 : (uint16_t)rounded;
+}
+
+static inline float brrr_round_bf16(float f) { return brrr_bf16_to_f32(brrr_f32_to_bf16(f)); }
+// A bfloat16-typed value always holds a float that bfloat16 represents exactly (a load, a
+// rounding cast, a rounded literal, a select of those), so storing it keeps the high half:
+// rounding it again costs 7 vector ops per 16 elements and changes nothing.
+static inline uint16_t brrr_bf16_bits(float f) { return (uint16_t)(brrr_f32_as_u32(f) >> 16); }
+
+// float16 bits (1 sign, 5 exponent bits biased by 15, 10 mantissa bits) -> float, exact.
+// Exponent and mantissa shifted into float's place and rebiased (15 -> 127) give every
+// normal half; exponent 31 (inf, NaN) becomes 255, the mantissa (NaN payload) kept; a
+// subnormal half m * 2^-24 is (1 + m/1024) * 2^-14 - 2^-14, both normal floats, so the
+// flush-to-zero and denormals-are-zero modes change nothing.
+static inline float brrr_f16_to_f32(uint16_t h) {
+  const uint32_t m = (uint32_t)(h & 0x7FFFu) << 13;
+  const uint32_t normal = m + 0x38000000u;
+  const uint32_t sub = brrr_f32_as_u32(brrr_u32_as_f32(normal + 0x00800000u) - 0x1p-14f);
+  uint32_t r = m >= 0x0F800000u ? normal + 0x38000000u : normal;
+  r = m < 0x00800000u ? sub : r;
+  return brrr_u32_as_f32(r | (uint32_t)(h & 0x8000u) << 16);
+}
+
+// float -> the nearest float16 (ties to even, as eager's), kept as float. The FPU rounds:
+// |f| + c, with c = 2^(e + 13) for |f|'s exponent e, keeps exactly float16's 11
+// significant bits (c's ulp is float16's ulp at e); below 2^-14 (float16 subnormals) c is
+// 0.5, whose ulp 2^-24 is the subnormals' spacing; taking c back off is exact. From 65520
+// (the tie above 65504) inf; NaN stays NaN (quiet, sign kept: the float sum).
+static inline float brrr_round_f16(float f) {
+  const float a = __builtin_fabsf(f);
+  const uint32_t e = brrr_f32_as_u32(a) & 0x7F800000u;
+  const float c = brrr_u32_as_f32((e > 0x38800000u ? e : 0x38800000u) + 0x06800000u);
+  float r = (a + c) - c;
+  r = a >= 65520.0f ? __builtin_inff() : r;
+  return brrr_u32_as_f32(brrr_f32_as_u32(r) | (brrr_f32_as_u32(f) & 0x80000000u));
+}
+
+// As for bfloat16, a float16-typed value always holds a float that float16 represents
+// exactly (a NaN among them has a nonzero payload in its top 10 mantissa bits: a load
+// keeps the half's, rounding sets the quiet bit), so a store only moves bits into place:
+// below 2^-14 the subnormal's mantissa is what |f| + 0.5f holds above 0.5f's bits; from
+// 2^-14 exponent and mantissa shift into place, rebiased (127 -> 15), and inf or NaN
+// (exponent 255 -> 31) keep the top 10 mantissa bits.
+static inline uint16_t brrr_f16_bits(float f) {
+  const uint32_t u = brrr_f32_as_u32(f) & 0x7FFFFFFFu;
+  const uint32_t t = u >> 13;
+  const uint32_t sub = brrr_f32_as_u32(__builtin_fabsf(f) + 0.5f) - 0x3F000000u;
+  uint32_t o = u < 0x38800000u ? sub : t - 0x1C000u;
+  o = u >= 0x47800000u ? t - 0x38000u : o;
+  return (uint16_t)(o | ((brrr_f32_as_u32(f) >> 16) & 0x8000u));
+}
