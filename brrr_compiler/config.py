@@ -44,9 +44,9 @@ def default_calibration_dir() -> str:
 
 @dataclass(frozen=True)
 class Config:
-    # fusion policy: "greedy" (fuse everything legal), "cost" (fuse when the cost model
-    # predicts a gain), "none", or a policy object
-    fusion: Any = "greedy"
+    # fusion policy: "cost" (fuse when the cost model, counting the kernels lowering would
+    # print, predicts a gain), "greedy" (fuse everything legal), "none", or a policy object
+    fusion: Any = "cost"
     # the machine the cost model predicts for: None (this machine's `brrr calibrate`, else a
     # generic CPU; a GPU preset for CUDA tensors), "a100" | "h100" | "h200" | "cpu", a
     # device.json path, or a brrr_compiler.cost.DeviceSpec
