@@ -341,22 +341,3 @@ def test_probe_compiles_once_and_falls_back_step_by_step(toolchain, monkeypatch)
     fail_both = True
     assert tc_module._probe(toolchain.cxx) == toolchain
     assert stems[0] == "both" and "openmp" in stems and len(stems) >= 3
-
-
-def test_gcc_only_flags_are_dropped_for_a_compiler_that_rejects_them(toolchain, monkeypatch):
-    """-fno-tree-sink (toolchain.py's note) is gcc's: a compiler that rejects it keeps
-    -march=native and every other flag; gcc gets it."""
-    from brrr_compiler.runtime import toolchain as tc_module
-    real = tc_module._compiles
-
-    def compiles(cxx, flags, libs, source, tmp, stem):
-        if any(f in tc_module.GCC_FLAGS for f in flags):
-            return None
-        return real(cxx, flags, libs, source, tmp, stem)
-
-    if "g++" in os.path.basename(toolchain.cxx):
-        assert set(tc_module.GCC_FLAGS) <= set(toolchain.flags)
-    monkeypatch.setattr(tc_module, "_compiles", compiles)
-    other = tc_module._probe(toolchain.cxx)
-    assert not set(tc_module.GCC_FLAGS) & set(other.flags)
-    assert [f for f in toolchain.flags if f not in tc_module.GCC_FLAGS] == list(other.flags)
