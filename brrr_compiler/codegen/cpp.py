@@ -190,8 +190,9 @@ def signature(k: Kernel) -> str:
     return f'extern "C" void {k.name}({", ".join(params)})'
 
 
-def _body_lines(k: Kernel, indent: str) -> list[str]:
-    dtypes = {s.out: s.dtype for s in k.body if s.out}
+def _body_lines(k: Kernel, indent: str, known: dict | None = None) -> list[str]:
+    """`k`'s body, one line per statement; `known`: dtypes of values computed before it."""
+    dtypes = {**(known or {}), **{s.out: s.dtype for s in k.body if s.out}}
     return [indent + stmt_line(s, dtypes) for s in k.body]
 
 
@@ -216,7 +217,7 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
         loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
     loop += ["    const int64_t lo = (w % ntiles) * tile;",
              "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
-    once = hoisted(k)   # indices read once per row, checked before the loop (cpp_hoist.py)
+    once = hoisted(k, [p for _, _, p in pieces])   # once per row (cpp_hoist.py)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     loop += ["    " + stmt_line(s, dtypes) for s in once]
     loop += _inner_loops(k, pieces, set(sched.stream), {s.out for s in once}) + ["  }"]
@@ -230,7 +231,7 @@ def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str]) ->
     to the `stream` buffers, outputs larger than the caches, stream past them
     (cpp_stream.py). The values named in `before` were computed before the loop."""
     v = k.loop_vars[-1]
-    lines = []
+    lines, known = [], {s.out: s.dtype for s in k.body if s.out in before}
     for j, (a, b, piece) in enumerate(pieces):
         if before:
             piece = dataclasses.replace(piece, phases=[dataclasses.replace(
@@ -238,12 +239,12 @@ def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str]) ->
         start = "lo" if j == 0 else f"brrr_max_i64(lo, {a})"
         end = "hi" if j == len(pieces) - 1 else f"brrr_min_i64(hi, {b})"
         if stream:
-            dtypes = {s.out: s.dtype for s in piece.body if s.out}
+            dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}
             lines += chunked_loop(piece.body, stream, v, start, end,
                                   lambda s: stmt_line(s, dtypes), cexpr, "    ")
             continue
         lines += ["    #pragma omp simd", f"    for (int64_t {v} = {start}; {v} < {end}; ++{v}) {{"]
-        lines += _body_lines(piece, "      ") + ["    }"]
+        lines += _body_lines(piece, "      ", known) + ["    }"]
     return lines
 
 

@@ -1,12 +1,20 @@
-"""Indices that a pointwise kernel loads once per row, hoisted out of its inner loop.
+"""Values of a pointwise kernel that are the same all along its inner loop, computed once per
+row before it.
 
-Note on why. An embedding (or a gather whose index is broadcast along the innermost
-dim) reads its index once per row of the output: the index load, its bounds check and
-everything they need do not depend on the innermost loop variable. Left in the `omp
-simd` loop, the check's report (an atomic store under a branch, `brrr_in_bounds`) keeps
-gcc from vectorizing the loop at all; printed once before it, the loop is a contiguous
-copy of one table row with the kernel's arithmetic. Only the statements such a check
-needs move; everything else the loop computes stays where the lowering put it.
+Note on why. A value that does not depend on the innermost loop variable (an input
+broadcast along the inner dim, an embedding's row index, whatever is computed from those)
+is the same for every element of a row. Left in the `omp simd` loop it costs more than
+its own work:
+- an index's bounds check reports through an atomic store under a branch
+  (`brrr_in_bounds`), which keeps gcc from vectorizing the loop at all;
+- a bool mask broadcast along the row is a byte load: next to double (or float) values
+  gcc 12 sizes the vector by the byte (64 lanes on AVX-512), and a row shorter than
+  that stays scalar (a [16, 16, 31, 32] float64 pointwise kernel ran 3x slower than
+  eager's loops);
+- a transcendental of a broadcast value is evaluated once per element.
+Printed once before the loop (loads not written by the kernel, and everything computed
+from them, with the constants they need), the loop reads them as loop-invariant scalars.
+Only values every piece of a split loop computes move; stores never do.
 """
 from __future__ import annotations
 
@@ -15,23 +23,34 @@ import sympy
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
 
-def hoisted(k: Kernel) -> list[Stmt]:
-    """The bounds checks of `k`'s body that do not depend on its innermost loop variable,
-    with the statements they need, in body order."""
+def hoisted(k: Kernel, pieces: list[Kernel] = ()) -> list[Stmt]:
+    """The statements of `k`'s body that do not depend on its innermost loop variable and
+    read memory (directly or through their arguments), with the statements they need, in
+    body order; those every kernel of `pieces` computes, when given."""
     if not k.loop_vars or k.is_reduction:
         return []
     defs = {s.out: s for s in k.body if s.out is not None}
-    inner = str(k.loop_vars[-1])
+    inner, written = str(k.loop_vars[-1]), {b.name for b in k.outputs}
     memo: dict[str, bool] = {}
 
     def invariant(name: str) -> bool:
         if name not in memo:
             s = defs[name]
-            memo[name] = inner not in _index_names(s) and all(map(invariant, _uses(s, defs)))
+            memo[name] = (inner not in _index_names(s) and s.buffer not in written
+                          and all(map(invariant, _uses(s, defs))))
         return memo[name]
 
+    reads: dict[str, bool] = {}
+
+    def reads_memory(name: str) -> bool:
+        if name not in reads:
+            s = defs[name]
+            reads[name] = s.op == "load" or any(map(reads_memory, _uses(s, defs)))
+        return reads[name]
+
+    everywhere = set(defs).intersection(*({s.out for s in p.body} for p in pieces))
     needed: set[str] = set()
-    todo = [s.out for s in k.body if s.op == "bounded" and invariant(s.out)]
+    todo = [n for n in defs if n in everywhere and invariant(n) and reads_memory(n)]
     while todo:
         name = todo.pop()
         if name not in needed:

@@ -18,6 +18,13 @@ picks it, and the flag changed no generated instruction where it was tried
 may be raised (nothing here reads them, and eager's own vector kernels do not keep them).
 Without it gcc will not vectorize floor, ceil, trunc and rint (their vector forms may set
 the inexact flag), and a bfloat16 ceil ran 30x slower than eager's.
+
+`-fno-tree-sink` (gcc's; each set is tried with it first, then without, for compilers
+that reject it): gcc's code sinking moves a value that only one side of a select reads
+(the libm calls under softplus's threshold, a where's masked branch) into a branch of its
+own, and gcc 12 if-converts no call there, so the whole `omp simd` loop stayed scalar
+(float64 softplus and atan2 under a where ran at scalar libm's speed). Kept where the
+printer put them, the values are computed for every lane and the loop vectorizes.
 """
 from __future__ import annotations
 
@@ -41,10 +48,13 @@ BASE_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-
 NATIVE_FLAG = "-march=native"
 NO_UNDEFINED = "-Wl,--no-undefined"
 DEFAULT_COMPILERS = ("g++", "c++", "clang++")
-# tried in this order: with -march=native, then without, then without -Wl,--no-undefined
-_FLAG_SETS = (BASE_FLAGS[:1] + (NATIVE_FLAG,) + BASE_FLAGS[1:] + (NO_UNDEFINED,),
-              BASE_FLAGS + (NO_UNDEFINED,),
-              BASE_FLAGS)
+GCC_FLAGS = ("-fno-tree-sink",)     # the module note
+# tried in this order: with -march=native, then without, then without -Wl,--no-undefined;
+# each with GCC_FLAGS, then without them
+_FLAG_SETS = tuple(flags + extra for flags in (
+    BASE_FLAGS[:1] + (NATIVE_FLAG,) + BASE_FLAGS[1:] + (NO_UNDEFINED,),
+    BASE_FLAGS + (NO_UNDEFINED,),
+    BASE_FLAGS) for extra in (GCC_FLAGS, ()))
 PROBE_TIMEOUT_S = 60
 
 _OPENMP_TU = """

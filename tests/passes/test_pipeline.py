@@ -30,7 +30,7 @@ def _targets(gm):
 
 
 def test_order_and_names():
-    names = ["conv_channels_last", "remove_noops", "cse", "dce"]
+    names = ["conv_channels_last", "remove_noops", "fill_constants", "cse", "dce"]
     assert [p.__name__ for p in PIPELINE] == names
     assert list(PASSES) == names
 
