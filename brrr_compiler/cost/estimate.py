@@ -17,7 +17,9 @@ Where bytes live. A kernel's data is assumed hot from the kernel before it when 
 the last-level cache: up to half the LLC it runs at cache bandwidth, beyond 4x the LLC at
 DRAM bandwidth, and in between the hit fraction falls linearly in log(bytes), the shape a
 copy of growing size measures (benchmarks/results/notes.md, "Cache hit fraction by
-size"). A later loop phase re-reading a row finds it in L2 when a row fits there, else in
+size"). The kernels a fusion decision compares run back to back and share the cache: each
+is priced at the hit fraction of their bytes together (else splitting a kernel would look
+cheaper merely because each part fits the cache better). A later loop phase re-reading a row finds it in L2 when a row fits there, else in
 the LLC as far as one row per thread fits it (the same hit fraction). A CPU kernel smaller than
 device.parallel_min_elements runs on one thread: its compute and cache rates are divided
 by the thread count.
@@ -103,10 +105,13 @@ def _rate(device: DeviceSpec, key: str) -> float:
     return rate
 
 
-def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0) -> float:
+def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0,
+                   working_set: int | None = None) -> float:
+    """`working_set`: the bytes of the kernels run back to back with this one (default
+    its own), whose share of the LLC sets the hit fraction."""
     if device.dram_bandwidth <= 0 or device.cache_bandwidth <= 0:
         raise CostModelError(f"brrr: device {device.name!r} has no bandwidth")
-    hit = hit_fraction(stats.bytes, device.llc_bytes)
+    hit = hit_fraction(stats.bytes if working_set is None else working_set, device.llc_bytes)
     per_byte = hit * slow / device.cache_bandwidth + (1 - hit) / device.dram_bandwidth
     t = stats.bytes * per_byte
     if stats.reread_bytes:
@@ -120,10 +125,11 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0) ->
     return t
 
 
-def predict(stats: KernelStats, device: DeviceSpec) -> Estimate:
+def predict(stats: KernelStats, device: DeviceSpec, working_set: int | None = None) -> Estimate:
+    """`stats`' time on `device`; `working_set`: see memory_seconds."""
     slow = device.threads / parallel_threads(stats, device)
     compute = compute_seconds(stats, device) * slow
-    memory = memory_seconds(stats, device, slow)
+    memory = memory_seconds(stats, device, slow, working_set)
     overhead = device.kernel_overhead_s
     hi, lo = max(compute, memory), min(compute, memory)
     total = overhead + hi + (1.0 - device.overlap) * lo

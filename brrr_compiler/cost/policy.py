@@ -83,6 +83,10 @@ class CostPolicy:
 
     def kernel(self, members, graph_outputs, outputs=None) -> Estimate | None:
         """The predicted kernel for `members` (None: it would store nothing, so no kernel)."""
+        stats = self.stats(members, graph_outputs, outputs)
+        return None if stats is None else predict(stats, self.device)
+
+    def stats(self, members, graph_outputs, outputs=None) -> KernelStats | None:
         members = set(members)
         if outputs is None:
             outputs = legality.stored_nodes(members, graph_outputs)
@@ -91,7 +95,14 @@ class CostPolicy:
         domain = domains.split_domain(members)[0]
         if isinstance(domain, str):
             raise CostModelError(domain)
-        return predict(self.count(members, outputs), self.device)
+        return self.count(members, outputs)
+
+    def side(self, kernels, graph_outputs) -> list:
+        """Estimates of `kernels` ((members, stored) pairs) run back to back: each at the
+        cache hit fraction of their bytes together (estimate.py's note)."""
+        stats = [self.stats(m, graph_outputs, o) for m, o in kernels]
+        together = sum(s.bytes for s in stats if s is not None)
+        return [None if s is None else predict(s, self.device, together) for s in stats]
 
     def decide(self, c: MergeCandidate) -> Verdict:
         refusal = self.limits(c)
@@ -100,8 +111,8 @@ class CostPolicy:
         go = c.graph_outputs
         sides, before = kernel_sides(c), None
         try:
-            before = [self.kernel(m, go, o) for m, o in sides[0]]
-            after = [self.kernel(m, go, o) for m, o in sides[1]]
+            before = self.side(sides[0], go)
+            after = self.side(sides[1], go)
         except KernelNotLowered as err:
             if before is not None:     # the group would run through ATen: keep the kernels
                 return Verdict(False, f"{'not recomputed' if c.recompute else 'not fused'}: {err}")
@@ -130,10 +141,8 @@ class CostPolicy:
 
     def predict(self, c: MergeCandidate) -> tuple[list, list]:
         """(kernels before, kernels after) the merge or recompute, as Estimates."""
-        go = c.graph_outputs
         before, after = kernel_sides(c)
-        return ([self.kernel(m, go, o) for m, o in before],
-                [self.kernel(m, go, o) for m, o in after])
+        return self.side(before, c.graph_outputs), self.side(after, c.graph_outputs)
 
 
 def kernel_sides(c: MergeCandidate) -> tuple[list, list]:
