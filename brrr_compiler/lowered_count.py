@@ -15,6 +15,7 @@ import torch
 from brrr_compiler.cost import CostModelError, CostPolicy, DeviceSpec, KernelStats, kernel_stats
 from brrr_compiler.cost.stats import KernelNotLowered, size_hints
 from brrr_compiler.lower.group import lower_group
+from brrr_compiler.partition.domains import split_domain
 from brrr_compiler.partition.partitioner import group_of_members
 from brrr_compiler.schedule import choose
 
@@ -27,7 +28,7 @@ class LoweredCount:
         self.target, self.threads = target, threads
         self.round_results = low_precision == "eager"
         self._counts: dict = {}
-        self._order: dict = {}
+        self._graph, self._order = None, {}
 
     def __call__(self, members, stored) -> KernelStats:
         key = (frozenset(members), tuple(stored))
@@ -38,7 +39,11 @@ class LoweredCount:
             raise found
         return found
 
-    def _count(self, members: set, stored: list):
+    def _count(self, members: set, stored: list) -> KernelStats | CostModelError:
+        """The count, or the error to raise (kept, so a group is lowered at most once)."""
+        domain = split_domain(members)[0]
+        if isinstance(domain, str):
+            return CostModelError(domain)
         group = group_of_members(0, members, stored, self._positions(members))
         try:
             kernel = lower_group(group, "candidate", use_scratch=self.target == "cpp",
@@ -47,15 +52,17 @@ class LoweredCount:
         except NotImplementedError as err:
             return KernelNotLowered(f"the kernel would not lower: {str(err).removeprefix('brrr: ')}")
         vals = [n.meta.get("val") for n in [*group.nodes, *group.inputs]]
-        return kernel_stats(kernel, schedule, size_hints(vals))
+        try:
+            return kernel_stats(kernel, schedule, size_hints(vals))
+        except CostModelError as err:
+            return err
 
     def _positions(self, members) -> dict:
         """Graph order of every node of the members' graph (read again after the
         partitioner adds nodes, e.g. the copies of a shared view)."""
         graph = next(iter(members)).graph
-        if any(n not in self._order for n in members) or self._order.get(None) is not graph:
-            self._order = {n: i for i, n in enumerate(graph.nodes)}
-            self._order[None] = graph
+        if graph is not self._graph or any(n not in self._order for n in members):
+            self._graph, self._order = graph, {n: i for i, n in enumerate(graph.nodes)}
         return self._order
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from brrr_compiler.cost.device import DeviceSpec, generic_cpu
 from brrr_compiler.cost.estimate import Estimate, predict
 from brrr_compiler.cost.stats import CostModelError, KernelNotLowered, KernelStats
-from brrr_compiler.partition import domains, legality
+from brrr_compiler.partition import legality
 from brrr_compiler.partition.policy import (FusionPolicy, GreedyPolicy, MergeCandidate,
                                             NoFusionPolicy, Verdict)
 
@@ -92,9 +92,6 @@ class CostPolicy:
             outputs = legality.stored_nodes(members, graph_outputs)
         if not outputs:
             return None
-        domain = domains.split_domain(members)[0]
-        if isinstance(domain, str):
-            raise CostModelError(domain)
         return self.count(members, outputs)
 
     def side(self, kernels, graph_outputs) -> list:
