@@ -60,6 +60,13 @@ def decomposition_table() -> dict:
     # clamp_min/clamp_max are primitives to brrr; only their composite overloads go
     for op in (aten.clamp_min.default, aten.clamp_max.default):
         table.pop(op, None)
+    # torch's decompositions of pointwise ops end in the layout of torch's Python
+    # references (prims.copy_strided to their own stride rule), which is not always
+    # TensorIterator's: lerp of an expanded and a transposed input is transposed in
+    # eager, contiguous in the reference. Their results get the op's own layout, as
+    # brrr's decompositions do. In-place and out= overloads keep their argument's.
+    table = {op: fn if op._schema.is_mutable else decompositions.eager_layout(op, fn)
+             for op, fn in table.items()}
     table.update(decompositions.table())
     return table
 

@@ -171,7 +171,10 @@ def _to_layout(value, want):
     value), else a copy into an empty tensor of those strides."""
     if not isinstance(value, torch.Tensor) or not isinstance(want, torch.Tensor) or \
             value.layout != torch.strided or value.shape != want.shape or \
+            not all(type(n) is int for n in (*want.shape, *want.stride())) or \
             _same_strides(value, want):
+        # symbolic strides of the op's own kernel were made outside the trace (and
+        # eager_strides keeps FakeTensor's for symbolic sizes too)
         return value
     formats = [torch.contiguous_format] + ([torch.channels_last] if want.dim() == 4 else [])
     fmt = next((f for f in formats if want.is_contiguous(memory_format=f)), None)
@@ -182,7 +185,7 @@ def _to_layout(value, want):
     return aten.copy.default(empty, value)
 
 
-def _eager_layout(op, decomposition):
+def eager_layout(op, decomposition):
     """`decomposition`, its results laid out as `op` itself lays them out. A decomposition
     is written in ops that follow their inputs' strides, where the op may not (eager's
     layer_norm of a transposed input is contiguous): the user must get eager's strides.
@@ -196,13 +199,15 @@ def _eager_layout(op, decomposition):
         with disable_proxy_modes_tracing():
             want = op(*args, **kwargs)
         if isinstance(out, (tuple, list)):
-            return type(out)(_to_layout(o, w) for o, w in zip(out, want))
+            laid = [_to_layout(o, w) for o, w in zip(out, want)]
+            # a decomposition's named tuple takes its fields positionally
+            return out._make(laid) if hasattr(out, "_make") else type(out)(laid)
         return _to_layout(out, want)
     return run
 
 
 def table() -> dict:
-    return {op: _eager_layout(op, fn) for op, fn in _decompositions().items()}
+    return {op: eager_layout(op, fn) for op, fn in _decompositions().items()}
 
 
 def _decompositions() -> dict:

@@ -49,10 +49,22 @@ def _four_dims(dtype):
             torch.randn(4, 1, 8, 1, generator=g).to(dtype))
 
 
+def lerp_of_expanded_and_transposed(a, b):
+    # torch decomposes lerp; its reference lays the result out contiguous, eager's
+    # TensorIterator keeps b's transposed layout (a's broadcast dim decides nothing)
+    return torch.lerp(a.expand(64, 7), b.t(), 0.25) + 0.5
+
+
+def _row_and_transposed(dtype):
+    g = torch.Generator().manual_seed(4064)
+    return torch.randn(1, 7, generator=g).to(dtype), torch.randn(7, 64, generator=g).to(dtype)
+
+
 CASES = {
     "minimum_of_sliced_sum": (minimum_of_sliced_sum, _step_sliced_and_expanded),
     "broadcast_plus_transposed": (broadcast_plus_transposed, _broadcast_and_transposed),
     "divide_by_a_sliced_abs": (divide_by_a_sliced_abs, _four_dims),
+    "lerp_of_expanded_and_transposed": (lerp_of_expanded_and_transposed, _row_and_transposed),
 }
 
 
