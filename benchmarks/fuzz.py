@@ -52,9 +52,10 @@ def pattern_for(seed: int, max_numel: int = 1 << 19):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                out = f(*[clone_input(x) for x in inputs])
-                if p.requires_grad:
-                    _gradients(out, [x for x in inputs if x.requires_grad], [])
+                args = [clone_input(x) for x in inputs]
+                out = f(*args)
+                if p.requires_grad:     # w.r.t. the leaves this run used, so backward runs
+                    _gradients(out, [x for x in args if x.requires_grad], [])
         except (RuntimeError, IndexError, ValueError):
             continue
         torch._dynamo.reset()

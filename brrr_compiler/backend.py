@@ -25,7 +25,8 @@ from brrr_compiler.codegen import triton as triton_printer
 from brrr_compiler.config import Config, build_config, with_mode
 from brrr_compiler.cost import CostPolicy, policy_from_option, resolve_device
 from brrr_compiler.cost.measured import measured_where_unsure
-from brrr_compiler.graph_report import failed_graph_report, graph_report, op_name
+from brrr_compiler.graph_report import (eager_graph_report, failed_graph_report, graph_report,
+                                        op_name)
 from brrr_compiler.kernel_verify import verify
 from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lowered_count import LoweredCount
@@ -60,8 +61,28 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, mode
             return compile_or_aten(aten_gm, cfg, kind, _sink, aten_inputs, _graph_ids)
         return compile_fn
 
-    return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
-                       joint_pass=_joint_cse)(gm, example_inputs)
+    try:
+        return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
+                           joint_pass=_joint_cse)(gm, example_inputs)
+    except Exception as err:
+        if cfg.strict or isinstance(err, PolicyError):
+            raise      # strict asks for errors; a user's policy with a bug is named
+        return _eager_graph(gm, err, _sink, _graph_ids)
+
+
+def _eager_graph(gm: torch.fx.GraphModule, err: Exception, sink, graph_ids):
+    """Dynamo's graph run as eager runs it, with one warning, when AOTAutograd cannot
+    trace it: tracing the joint graph fails on things eager only meets in backward, or
+    never (an input saved for backward and then written in place, a write through
+    overlapping memory), and eager's own errors then surface where eager raises them."""
+    first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+    why = f"AOTAutograd could not trace a graph ({type(err).__name__}: {first})"
+    warn_once(f"aot-{type(err).__name__}-{first}",
+              f"brrr: {why}; it runs as eager runs it instead")
+    if sink is not None:
+        name = f"graph{next(_graph_ids if graph_ids is None else graph_ids)}_dynamo"
+        sink.append(eager_graph_report(name, gm, f"brrr: {why}"))
+    return gm.forward
 
 
 def _on_cuda(value) -> bool:

@@ -90,6 +90,26 @@ def failed_graph_report(name, kind, gm, why: str) -> GraphReport:
                        aten_calls=calls, fallbacks=[why])
 
 
+def eager_graph_report(name, gm, why: str) -> GraphReport:
+    """The report of a Dynamo graph that runs as eager runs it (it was never lowered to
+    ATen): each of its calls, torch-level, with `why`."""
+    calls = [AtenCall(n.name, _torch_name(n), why, n.target is operator.getitem,
+                      user_source(n))
+             for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    edges = [(a.name, n.name) for n in gm.graph.nodes for a in n.all_input_nodes]
+    return GraphReport(name, "dynamo", [], [(c.name, c.op) for c in calls], edges=edges,
+                       aten_calls=calls, fallbacks=[why])
+
+
+def _torch_name(node) -> str:
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    if node.op == "call_module":
+        return f"module {node.target}"
+    module = getattr(node.target, "__module__", None) or "torch"
+    return f"{module}.{getattr(node.target, '__name__', node.target)}"
+
+
 def _kernel(name, group, kernel_ir, schedule, machine, count) -> KernelReport:
     report = KernelReport(name, [op_name(n) for n in group.nodes], [n.name for n in group.nodes],
                           list(group.domain),
