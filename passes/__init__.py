@@ -24,11 +24,13 @@ from .conv_channels_last import LAYOUT_FREE_OUTPUTS, conv_channels_last
 from .cse import cse
 from .dce import dce
 from .fill_constants import fill_constants
+from .mask_index_put import mask_index_put
 from .remove_noops import remove_noops
 
 Pass = Callable[[GraphModule], GraphModule]
 
-PIPELINE: tuple[Pass, ...] = (conv_channels_last, remove_noops, fill_constants, cse, dce)
+PIPELINE: tuple[Pass, ...] = (conv_channels_last, remove_noops, fill_constants, mask_index_put,
+                              cse, dce)
 PASSES: dict[str, Pass] = {p.__name__: p for p in PIPELINE}
 
 # A child of the "brrr" logger that brrr_compiler.log configures.
@@ -58,5 +60,5 @@ def run_pipeline(gm: GraphModule, names: tuple[str, ...] | None = None) -> Graph
 
 __all__ = [
     "LAYOUT_FREE_OUTPUTS", "PASSES", "PIPELINE", "Pass", "conv_channels_last", "cse", "dce",
-    "fill_constants", "remove_noops", "run_pipeline",
+    "fill_constants", "mask_index_put", "remove_noops", "run_pipeline",
 ]
