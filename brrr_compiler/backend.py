@@ -65,9 +65,19 @@ def brrr_backend(gm: torch.fx.GraphModule, example_inputs, options=None, *, mode
         return aot_backend(compiler("forward"), compiler("backward"), compiler("inference"),
                            joint_pass=_joint_cse)(gm, example_inputs)
     except Exception as err:
-        if cfg.strict or isinstance(err, PolicyError):
+        if cfg.strict or isinstance(err, (PolicyError, *_dynamo_protocol())):
             raise      # strict asks for errors; a user's policy with a bug is named
         return _eager_graph(gm, err, _sink, _graph_ids)
+
+
+def _dynamo_protocol() -> tuple:
+    """Exceptions Dynamo acts on when a backend raises them: a graph break at a
+    data-dependent op, a restart of its analysis, a skipped frame, a shortened
+    traceback, an out-of-range dim reported as eager reports it."""
+    from torch._dynamo import exc
+    names = ("TensorifyScalarRestartAnalysis", "ShortenTraceback", "SkipFrame")
+    return (IndexError, *getattr(exc, "exceptions_allowed_to_be_fallback", ()),
+            *(getattr(exc, n) for n in names if hasattr(exc, n)))
 
 
 def _eager_graph(gm: torch.fx.GraphModule, err: Exception, sink, graph_ids):
