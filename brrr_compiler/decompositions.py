@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from brrr_compiler import batch_norm_decomposition
+from brrr_compiler import batch_norm_decomposition, ti_strides
 from brrr_compiler.pool_decomposition import max_pool2d_with_indices
 
 aten = torch.ops.aten
@@ -197,13 +197,45 @@ def eager_layout(op, decomposition):
         if out is NotImplemented:
             return out
         with disable_proxy_modes_tracing():
-            want = op(*args, **kwargs)
+            want = _eager_kernel_layout(op, args, kwargs, op(*args, **kwargs))
         if isinstance(out, (tuple, list)):
             laid = [_to_layout(o, w) for o, w in zip(out, want)]
             # a decomposition's named tuple takes its fields positionally
             return out._make(laid) if hasattr(out, "_make") else type(out)(laid)
         return _to_layout(out, want)
     return run
+
+
+# losses with reduction="none" whose eager kernels lay the loss out by a rule of their
+# own: one TensorIterator over (input, target), or a copy of input's layout (empty_like)
+_LOSS_LAYOUTS = {aten.mse_loss.default: "iterator", aten.smooth_l1_loss.default: "iterator",
+                 aten.huber_loss.default: "input"}
+
+
+def _eager_kernel_layout(op, args, kwargs, want):
+    """`want` (the op's fake result) with the strides eager's own kernel gives it, where
+    a rule says so: TensorIterator's for a pointwise op that runs one (the fake kernel of
+    some is torch's Python reference, whose rule differs: logaddexp of an expanded and a
+    transposed input is transposed in eager, contiguous to the reference), and the
+    losses' above."""
+    rule = _LOSS_LAYOUTS.get(op)
+    if rule is not None and (args[2] if len(args) > 2 else kwargs.get("reduction", 1)) != 0:
+        return want
+    found = (list(args[:2]), [True, True]) if rule is not None else ti_strides.operands(
+        op, args, kwargs)
+    if found is None or not isinstance(want, torch.Tensor) or want.numel() == 0 or not all(
+            type(n) is int for v in (want, *found[0]) if isinstance(v, torch.Tensor)
+            for n in (*v.shape, *v.stride())):
+        return want
+    if rule == "input":
+        x = found[0][0]
+        stride = tuple(x.stride()) if ti_strides.is_dense(tuple(x.shape), tuple(x.stride())) \
+            else ti_strides.contiguous_strides(tuple(x.shape))
+    else:
+        stride = ti_strides.output_strides(found[0], want.device, found[1])
+    if tuple(want.stride()) == stride:
+        return want
+    return torch.empty_strided(want.shape, stride, dtype=want.dtype, device=want.device)
 
 
 def table() -> dict:

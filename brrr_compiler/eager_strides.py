@@ -24,16 +24,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.fx.node import map_arg
 
 from brrr_compiler import ops
-from brrr_compiler.ti_strides import output_strides
-
-aten = torch.ops.aten
-
-# pointwise ops of the op table whose eager kernels are not one TensorIterator over their
-# arguments in schema order (a copy keeping its input's strides; a Scalar base or
-# dividend wrapped as the first operand of another op)
-NOT_TENSOR_ITERATOR = {aten.clone.default, torch.ops.prims.convert_element_type.default,
-                       aten.pow.Scalar, aten.rsub.Scalar}
-
+from brrr_compiler.ti_strides import operands as ti_operands, output_strides
 
 def follow_eager(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """`gm` with its pointwise nodes' FakeTensors restrided as eager lays them out, and
@@ -54,20 +45,11 @@ def follow_eager(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def operands(target, args: tuple, kwargs: dict) -> tuple[list, list] | None:
-    """TensorIterator's inputs for a call of `target` (FakeTensors, or numbers, which eager
-    wraps as 0-dim tensors), in its order, and whether each joins the type promotion; None
-    for an op that is not a TensorIterator pointwise op of the op table."""
-    if ops.info(target).kind is not ops.Kind.POINTWISE or target in NOT_TENSOR_ITERATOR \
-            or torch.Tag.pointwise not in target.tags:
+    """TensorIterator's inputs for a call of `target` (ti_strides.operands), None for an
+    op that is not a pointwise op of the op table."""
+    if ops.info(target).kind is not ops.Kind.POINTWISE:
         return None
-    values, promoted = [], []
-    for i, a in enumerate(target._schema.arguments):
-        v = args[i] if i < len(args) else kwargs.get(a.name, a.default_value)
-        tensor_slot = "Tensor" in str(a.type) and "[]" not in str(a.type)
-        if (tensor_slot and v is not None) or (a.name == "other" and isinstance(v, (int, float))):
-            values.append(v)
-            promoted.append(not (target is aten.where.self and a.name == "condition"))
-    return values, promoted
+    return ti_operands(target, args, kwargs)
 
 
 def _restride(n: torch.fx.Node) -> bool:

@@ -23,6 +23,31 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 Layout = tuple  # (shape, strides), both tuples of ints
 
+aten = torch.ops.aten
+
+# pointwise ops whose eager kernels are not one TensorIterator over their arguments in
+# schema order (a copy keeping its input's strides; a Scalar base or dividend wrapped as
+# the first operand of another op; masked_fill, a copy of self written through the mask)
+NOT_TENSOR_ITERATOR = {aten.clone.default, torch.ops.prims.convert_element_type.default,
+                       aten.pow.Scalar, aten.rsub.Scalar, aten.masked_fill.Scalar,
+                       aten.masked_fill.Tensor}
+
+
+def operands(target, args: tuple, kwargs: dict) -> tuple[list, list] | None:
+    """TensorIterator's inputs for a call of `target` (FakeTensors, or numbers, which eager
+    wraps as 0-dim tensors), in its order, and whether each joins the type promotion; None
+    for an op that is not a TensorIterator pointwise op."""
+    if target in NOT_TENSOR_ITERATOR or torch.Tag.pointwise not in target.tags:
+        return None
+    values, promoted = [], []
+    for i, a in enumerate(target._schema.arguments):
+        v = args[i] if i < len(args) else kwargs.get(a.name, a.default_value)
+        tensor_slot = "Tensor" in str(a.type) and "[]" not in str(a.type)
+        if (tensor_slot and v is not None) or (a.name == "other" and isinstance(v, (int, float))):
+            values.append(v)
+            promoted.append(not (target is aten.where.self and a.name == "condition"))
+    return values, promoted
+
 
 def output_strides(operands: list, device: torch.device, promoted: list) -> tuple:
     """The output strides for `operands` (tensors, or Python numbers, which eager wraps
@@ -36,7 +61,7 @@ def output_strides(operands: list, device: torch.device, promoted: list) -> tupl
             continue
         shape, stride = tuple(o.shape), tuple(o.stride())
         if p and device.type == "cpu" and common not in (None, o.dtype) \
-                and not _dense(shape, stride):
+                and not is_dense(shape, stride):
             stride = dense_strides(shape, stride)
         layouts.append((shape, stride))
     shape = _broadcast_shape([s for s, _ in layouts])
@@ -88,7 +113,7 @@ def _fast_setup(layouts: list, shape: tuple) -> tuple | None:
     if len(shape) == 4 and all(_channels_last(s, st) for s, st in layouts):
         return _channels_last_strides(shape)
     strides = {st for _, st in layouts}
-    if len(strides) == 1 and all(_dense(s, st) for s, st in layouts):
+    if len(strides) == 1 and all(is_dense(s, st) for s, st in layouts):
         return strides.pop()
     return None
 
@@ -169,7 +194,7 @@ def _channels_last_strides(shape: tuple) -> tuple:
     return tuple(strides)
 
 
-def _dense(shape: tuple, stride: tuple) -> bool:
+def is_dense(shape: tuple, stride: tuple) -> bool:
     """Non-overlapping and dense (c10's rule: size-0/1 dims sorted last, ignored)."""
     if len(shape) == 1:
         return shape[0] < 2 or stride[0] == 1

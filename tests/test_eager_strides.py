@@ -122,3 +122,24 @@ def test_gradient_through_views_of_low_precision_values(dtype):
     x = torch.randn(5, 17, 17, generator=torch.Generator().manual_seed(655)).to(dtype)
     check_against_eager(amin_gradient_through_a_transpose, x.requires_grad_(), strict=True,
                         allow_fallback=True, reference=True)
+
+
+# ops brrr decomposes, whose result must still be laid out as eager's kernel lays it out
+# (the reference's own rule differs for an expanded and a transposed operand)
+DECOMPOSED = {
+    "logaddexp": torch.logaddexp,
+    "hypot": torch.hypot,
+    "lerp": lambda a, b: torch.lerp(a, b, 0.25),
+    "addcmul": lambda a, b: torch.addcmul(a, b, b, value=0.5),
+    "mse_loss": lambda a, b: torch.nn.functional.mse_loss(a, b, reduction="none"),
+    "smooth_l1_loss": lambda a, b: torch.nn.functional.smooth_l1_loss(a, b, reduction="none"),
+    "huber_loss": lambda a, b: torch.nn.functional.huber_loss(a, b, reduction="none"),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("name", list(DECOMPOSED))
+def test_decomposed_ops_keep_eagers_layout(name, dtype):
+    a, b = _row_and_transposed(dtype)
+    check_against_eager(DECOMPOSED[name], a.expand(64, 7), b.t(), grad=False, strict=True,
+                        reference=True, kernels=False)

@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # the pipeline, in order (DESIGN.md): a stage imports earlier stages and leaves only
 STAGES = {
     "capture": ["capture", "decompositions", "pool_decomposition", "batch_norm_decomposition"],
-    "passes": ["passes", "eager_strides", "ti_strides"],   # ATen-to-ATen layout steps
+    "passes": ["passes", "eager_strides"],   # ATen-to-ATen layout steps
     "partition": ["partition"],
     "cost": ["cost"],
     "transforms": ["transforms"],     # kernel IR -> kernel IR, applied by lower and schedule
@@ -25,7 +25,7 @@ STAGES = {
 # imported by anyone; they import only each other
 LEAVES = ["config", "config_checks", "ops", "scalar_ops", "log", "torch_logs", "symbolic",
           "debug", "report", "kernel_ir", "schedule_ir", "kernel_verify", "kernel_eval",
-          "reduction_spec", "accuracy"]
+          "reduction_spec", "accuracy", "ti_strides"]
 # the driver and the tools around the pipeline: they import anything, nothing imports them
 TOP = ["__init__", "backend", "explain", "graph_report", "cli", "cli_cache", "demo",
        "calibration", "autotune_plan", "lowered_count"]
