@@ -210,14 +210,19 @@ def eager_layout(op, decomposition):
 # own: one TensorIterator over (input, target), or a copy of input's layout (empty_like)
 _LOSS_LAYOUTS = {aten.mse_loss.default: "iterator", aten.smooth_l1_loss.default: "iterator",
                  aten.huber_loss.default: "input"}
+# ops whose CPU kernels make contiguous results whatever the input's layout (their fake
+# kernels follow the input)
+_CONTIGUOUS = {aten.log_sigmoid_forward.default}
 
 
 def _eager_kernel_layout(op, args, kwargs, want):
     """`want` (the op's fake result) with the strides eager's own kernel gives it, where
     a rule says so: TensorIterator's for a pointwise op that runs one (the fake kernel of
     some is torch's Python reference, whose rule differs: logaddexp of an expanded and a
-    transposed input is transposed in eager, contiguous to the reference), and the
-    losses' above."""
+    transposed input is transposed in eager, contiguous to the reference), the losses'
+    above, and the contiguous results of the ops above."""
+    if op in _CONTIGUOUS and want[0].device.type == "cpu":
+        return type(want)(_contiguous(w) for w in want)
     rule = _LOSS_LAYOUTS.get(op)
     if rule is not None and (args[2] if len(args) > 2 else kwargs.get("reduction", 1)) != 0:
         return want
@@ -236,6 +241,13 @@ def _eager_kernel_layout(op, args, kwargs, want):
     if tuple(want.stride()) == stride:
         return want
     return torch.empty_strided(want.shape, stride, dtype=want.dtype, device=want.device)
+
+
+def _contiguous(want):
+    if not isinstance(want, torch.Tensor) or not all(type(n) is int for n in want.shape):
+        return want
+    return torch.empty_strided(want.shape, ti_strides.contiguous_strides(tuple(want.shape)),
+                               dtype=want.dtype, device=want.device)
 
 
 def table() -> dict:

@@ -143,3 +143,11 @@ def test_decomposed_ops_keep_eagers_layout(name, dtype):
     a, b = _row_and_transposed(dtype)
     check_against_eager(DECOMPOSED[name], a.expand(64, 7), b.t(), grad=False, strict=True,
                         reference=True, kernels=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+def test_log_sigmoid_of_a_transposed_input_is_contiguous_as_in_eager(dtype):
+    # eager's CPU kernel makes a contiguous result; the fake kernel follows the input
+    x = torch.randn(9, 6, generator=torch.Generator().manual_seed(0)).to(dtype).t()
+    check_against_eager(torch.nn.functional.logsigmoid, x.requires_grad_(dtype is torch.float32),
+                        strict=True, reference=True)
