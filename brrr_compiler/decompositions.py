@@ -213,6 +213,12 @@ _LOSS_LAYOUTS = {aten.mse_loss.default: "iterator", aten.smooth_l1_loss.default:
 # ops whose CPU kernels make contiguous results whatever the input's layout (their fake
 # kernels follow the input)
 _CONTIGUOUS = {aten.log_sigmoid_forward.default}
+# batch norms: eager's CPU kernel lays the output out in the input's suggested memory
+# format (channels-last stays, a transposed 2-d or 3-d input gives a contiguous output)
+_SUGGESTED_FORMAT = {aten.native_batch_norm, aten._native_batch_norm_legit,
+                     aten._native_batch_norm_legit_no_training,
+                     aten._native_batch_norm_legit_functional, aten._batch_norm_with_update,
+                     aten._batch_norm_with_update_functional, aten._batch_norm_no_update}
 
 
 def _eager_kernel_layout(op, args, kwargs, want):
@@ -220,9 +226,11 @@ def _eager_kernel_layout(op, args, kwargs, want):
     a rule says so: TensorIterator's for a pointwise op that runs one (the fake kernel of
     some is torch's Python reference, whose rule differs: logaddexp of an expanded and a
     transposed input is transposed in eager, contiguous to the reference), the losses'
-    above, and the contiguous results of the ops above."""
+    above, and the contiguous or suggested-format results of the ops above."""
     if op in _CONTIGUOUS and want[0].device.type == "cpu":
         return type(want)(_contiguous(w) for w in want)
+    if op.overloadpacket in _SUGGESTED_FORMAT and want[0].device.type == "cpu":
+        return type(want)([_in_format(want[0], args[0]), *want[1:]])
     rule = _LOSS_LAYOUTS.get(op)
     if rule is not None and (args[2] if len(args) > 2 else kwargs.get("reduction", 1)) != 0:
         return want
@@ -241,6 +249,14 @@ def _eager_kernel_layout(op, args, kwargs, want):
     if tuple(want.stride()) == stride:
         return want
     return torch.empty_strided(want.shape, stride, dtype=want.dtype, device=want.device)
+
+
+def _in_format(want, like):
+    """`want` laid out in the memory format torch suggests for `like`."""
+    if not all(type(n) is int for n in (*want.shape, *like.shape, *like.stride())):
+        return want
+    fmt = torch._prims_common.suggest_memory_format(like)
+    return torch.empty(want.shape, dtype=want.dtype, device=want.device, memory_format=fmt)
 
 
 def _contiguous(want):

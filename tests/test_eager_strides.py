@@ -151,3 +151,34 @@ def test_log_sigmoid_of_a_transposed_input_is_contiguous_as_in_eager(dtype):
     x = torch.randn(9, 6, generator=torch.Generator().manual_seed(0)).to(dtype).t()
     check_against_eager(torch.nn.functional.logsigmoid, x.requires_grad_(dtype is torch.float32),
                         strict=True, reference=True)
+
+
+def _batch_norm_inputs(layout):
+    g = torch.Generator().manual_seed(0)
+    if layout == "transposed_2d":
+        return torch.randn(9, 6, generator=g).t()
+    if layout == "transposed_3d":
+        return torch.randn(2, 5, 9, generator=g).transpose(1, 2)
+    return torch.randn(2, 9, 4, 5, generator=g).to(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+@pytest.mark.parametrize("layout", ["transposed_2d", "transposed_3d", "channels_last"])
+def test_batch_norm_output_in_the_inputs_suggested_format(layout, training):
+    # eager's CPU kernel: a transposed input gives a contiguous output, channels-last stays
+    import copy
+    bn = torch.nn.BatchNorm1d(9) if layout != "channels_last" else torch.nn.BatchNorm2d(9)
+    bn.train(training)
+    twin = copy.deepcopy(bn)
+    x = _batch_norm_inputs(layout).requires_grad_()
+    x2 = x.detach().clone(memory_format=torch.preserve_format).requires_grad_()
+    torch._dynamo.reset()
+    expected, actual = bn(x), torch.compile(twin, backend="brrr")(x2)
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual, expected)
+    expected.square().sum().backward()
+    actual.square().sum().backward()
+    assert x2.grad.stride() == x.grad.stride()
+    torch.testing.assert_close(x2.grad, x.grad)
+    torch.testing.assert_close(twin.weight.grad, bn.weight.grad)
+    torch.testing.assert_close(twin.running_mean, bn.running_mean)
