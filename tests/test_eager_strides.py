@@ -182,3 +182,9 @@ def test_batch_norm_output_in_the_inputs_suggested_format(layout, training):
     torch.testing.assert_close(x2.grad, x.grad)
     torch.testing.assert_close(twin.weight.grad, bn.weight.grad)
     torch.testing.assert_close(twin.running_mean, bn.running_mean)
+
+
+def test_the_layout_sweep_runs_and_finds_nothing_on_a_slice():
+    # benchmarks/layout_sweep.py sweeps every decomposed op; a slice of it here
+    from benchmarks import layout_sweep
+    assert layout_sweep.run(["lerp", "logsigmoid", "batch_norm_eval"], ["bfloat16"]) == []
