@@ -28,11 +28,25 @@ def free_symbols(expr) -> frozenset:
 
 
 def shape(val) -> tuple:
-    return tuple(to_sympy(s) for s in val.shape)
+    return _sizes(val.shape)
 
 
 def strides(val) -> tuple:
-    return tuple(to_sympy(s) for s in val.stride())
+    return _sizes(val.stride())
+
+
+def _sizes(sizes) -> tuple:
+    try:
+        return _int_sizes(tuple(sizes))     # a SymInt is unhashable: TypeError
+    except TypeError:
+        return tuple(to_sympy(s) for s in sizes)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _int_sizes(sizes: tuple) -> tuple:
+    """Static sizes as sympy Integers, made once: lowering reads every node's shape and
+    strides at each use, in each candidate group the cost policy lowers."""
+    return tuple(sympy.Integer(s) for s in sizes)
 
 
 def free_size_symbols(exprs) -> list[sympy.Symbol]:
@@ -40,7 +54,7 @@ def free_size_symbols(exprs) -> list[sympy.Symbol]:
     SSA values used as indices (v, from gather)."""
     syms = set()
     for e in exprs:
-        syms |= {s for s in sympy.sympify(e).free_symbols if not s.name.startswith(("i", "t", "r", "v"))}
+        syms |= {s for s in free_symbols(e) if not s.name.startswith(("i", "t", "r", "v"))}
     return sorted(syms, key=lambda s: s.name)
 
 

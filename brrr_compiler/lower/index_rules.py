@@ -9,6 +9,8 @@ evaluates any node at any index) and returns the node's value at `idx`.
 """
 from __future__ import annotations
 
+import functools
+
 import sympy
 import torch
 
@@ -61,7 +63,7 @@ def cat(low, node, idx: tuple, body: Body) -> V:
         size = int(t.meta["val"].shape[dim])
         if size == 0:
             continue
-        local = sympy.Min(sympy.Max(idx[dim] - offset, 0), size - 1)
+        local = _clamped(idx[dim] - offset, size - 1)
         parts.append((offset + size, body.cast(low.value(t, idx[:dim] + (local,) + idx[dim + 1:]), dt)))
         offset += size
     at = body.emit("index", torch.int64, index=sympy.Integer(0) + idx[dim])
@@ -70,6 +72,13 @@ def cat(low, node, idx: tuple, body: Body) -> V:
         inside = body.emit("lt", torch.bool, (at, body.const(end, torch.int64)))
         result = body.emit("where", dt, (inside, v, result))
     return result
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _clamped(i: sympy.Expr, top: int) -> sympy.Expr:
+    """min(max(i, 0), top), made once per index: sympy asks its assumptions each time, and
+    the cost policy lowers a cat again in every candidate group that holds it."""
+    return sympy.Min(sympy.Max(i, 0), top)
 
 
 def arange(low, node, idx: tuple, body: Body) -> V:

@@ -7,6 +7,8 @@ flat offset through its strides.
 """
 from __future__ import annotations
 
+import functools
+
 import sympy
 import torch
 
@@ -22,6 +24,13 @@ def broadcast(idx: tuple, in_shape: tuple) -> tuple:
 
 
 def offset(idx: tuple, strides_: tuple) -> sympy.Expr:
+    return _offset(tuple(idx), tuple(strides_))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _offset(idx: tuple, strides_: tuple) -> sympy.Expr:
+    """The flat offset, built once per (index, strides): a buffer is read at the same
+    index in every candidate group the cost policy lowers."""
     return sympy.Add(*[i * s for i, s in zip(idx, strides_)]) if idx else sympy.Integer(0)
 
 

@@ -23,7 +23,7 @@ def linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars) -> sympy.Expr | 
     return _linear_coeff(expr, var, frozenset(all_vars))
 
 
-@functools.lru_cache(maxsize=4096)     # asked again of each access for each pair of loops
+@functools.lru_cache(maxsize=1 << 14)     # asked again of each access for each pair of loops
 def _linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars: frozenset):
     c = sympy.expand(expr).coeff(var)
     rest = sympy.expand(expr - c * var)
@@ -32,39 +32,68 @@ def _linear_coeff(expr: sympy.Expr, var: sympy.Symbol, all_vars: frozenset):
     return c
 
 
-def _substitute(kernel: Kernel, mapping: dict, **changes) -> Kernel:
-    """`kernel` with `mapping` applied (simultaneously) to every index expression."""
-    mapping = {k: v for k, v in mapping.items() if k != v}
-    keys = set(mapping)
+class _Loops:
+    """The loop variables and ranges of a kernel and its distinct index expressions, as
+    the transforms below rewrite them; the statements are rewritten once, at the end
+    (a kernel holds few distinct indices and many statements, and the cost policy
+    simplifies each candidate group's loops)."""
 
-    def sub(s: Stmt) -> Stmt:
-        if s.index is None or not free_symbols(s.index) & keys:
-            return s
-        return dataclasses.replace(s, index=sympy.expand(s.index.xreplace(mapping)))
-    if not mapping:
-        return dataclasses.replace(kernel, **changes)
-    phases = [dataclasses.replace(p, body=[sub(s) for s in p.body]) for p in kernel.phases]
-    return dataclasses.replace(kernel, phases=phases, **changes)
+    def __init__(self, kernel: Kernel):
+        self.loop_vars, self.ranges = list(kernel.loop_vars), list(kernel.ranges)
+        self.reduction_vars = list(kernel.reduction_vars)
+        self.reduction_ranges = list(kernel.reduction_ranges)
+        # original index -> its current form, in the order the statements first use it
+        self.index = {s.index: s.index for s in kernel.accesses()}
+
+    def vars(self, reduction: bool):
+        if reduction:
+            return self.reduction_vars, self.reduction_ranges, reduction_symbol
+        return self.loop_vars, self.ranges, loop_symbol
+
+    def all_vars(self) -> frozenset:
+        return frozenset(self.loop_vars) | frozenset(self.reduction_vars)
+
+    def set_vars(self, reduction: bool, vars_, ranges, mapping: dict) -> None:
+        """New variables and ranges, with `mapping` applied (simultaneously) to every
+        index expression."""
+        if reduction:
+            self.reduction_vars, self.reduction_ranges = list(vars_), list(ranges)
+        else:
+            self.loop_vars, self.ranges = list(vars_), list(ranges)
+        mapping = {k: v for k, v in mapping.items() if k != v}
+        if not mapping:
+            return
+        keys, items = set(mapping), tuple(mapping.items())
+        for orig, cur in self.index.items():
+            if free_symbols(cur) & keys:
+                self.index[orig] = _substituted(cur, items)
+
+    def apply(self, kernel: Kernel) -> Kernel:
+        def sub(s: Stmt) -> Stmt:
+            if s.index is None or self.index[s.index] is s.index:
+                return s
+            return dataclasses.replace(s, index=self.index[s.index])
+        phases = [dataclasses.replace(p, body=[sub(s) for s in p.body]) for p in kernel.phases]
+        return dataclasses.replace(kernel, phases=phases, loop_vars=self.loop_vars,
+                                   ranges=self.ranges, reduction_vars=self.reduction_vars,
+                                   reduction_ranges=self.reduction_ranges)
 
 
-def _vars(kernel: Kernel, reduction: bool):
-    if reduction:
-        return kernel.reduction_vars, kernel.reduction_ranges, reduction_symbol
-    return kernel.loop_vars, kernel.ranges, loop_symbol
+@functools.lru_cache(maxsize=1 << 15)
+def _substituted(expr: sympy.Expr, items: tuple) -> sympy.Expr:
+    """`expr` with the (variable, replacement) `items` applied, expanded. The cost policy
+    lowers a node's accesses again in every candidate group that holds it, and the loop
+    transforms rename them the same way each time."""
+    return sympy.expand(expr.xreplace(dict(items)))
 
 
-def _with_vars(kernel: Kernel, reduction: bool, vars_, ranges, mapping) -> Kernel:
-    key = ("reduction_vars", "reduction_ranges") if reduction else ("loop_vars", "ranges")
-    return _substitute(kernel, mapping, **{key[0]: vars_, key[1]: ranges})
-
-
-def _rename(kernel: Kernel, reduction: bool, keep: list[int], extra: dict) -> Kernel:
+def _rename(loops: _Loops, reduction: bool, keep: list[int], extra: dict) -> None:
     """Keep dims `keep` (in that order), renumbered; `extra` substitutes the others
     (one simultaneous substitution, so swapping two variables needs no temporaries)."""
-    old, ranges, symbol = _vars(kernel, reduction)
+    old, ranges, symbol = loops.vars(reduction)
     mapping = {**extra, **{old[d]: symbol(k) for k, d in enumerate(keep)}}
-    return _with_vars(kernel, reduction, [symbol(k) for k in range(len(keep))],
-                      [ranges[d] for d in keep], mapping)
+    loops.set_vars(reduction, [symbol(k) for k in range(len(keep))],
+                   [ranges[d] for d in keep], mapping)
 
 
 def _as_number(x) -> float:
@@ -74,59 +103,63 @@ def _as_number(x) -> float:
         return float("inf")     # symbolic strides are large
 
 
-def _load_strides(kernel: Kernel, vars_) -> list:
+def _load_strides(loops: _Loops, vars_) -> list:
     """Per var, its coefficient in the first access that uses it (for ordering)."""
-    out = []
+    out, all_vars = [], loops.all_vars()
     for v in vars_:
-        c = next((linear_coeff(s.index, v, kernel.all_vars()) for s in kernel.accesses()
-                  if v in s.index.free_symbols), None)
+        c = next((_linear_coeff(e, v, all_vars) for e in loops.index.values()
+                  if v in free_symbols(e)), None)
         out.append(c if c is not None else 0)
     return out
 
 
-def _reorder(kernel: Kernel, reduction: bool, strides) -> Kernel:
-    vars_, ranges, _ = _vars(kernel, reduction)
+def _reorder(loops: _Loops, reduction: bool, strides) -> None:
+    vars_, ranges, _ = loops.vars(reduction)
     dims = [d for d, r in enumerate(ranges) if r != 1]
     dims.sort(key=lambda d: -_as_number(strides[d]) if d < len(strides) else 0)
     zero = {v: sympy.Integer(0) for d, v in enumerate(vars_) if d not in dims}
-    return _rename(kernel, reduction, dims, zero)
+    _rename(loops, reduction, dims, zero)
 
 
-def _can_collapse(kernel: Kernel, reduction: bool, k: int) -> bool:
-    vars_, ranges, _ = _vars(kernel, reduction)
-    a, b, nb = vars_[k], vars_[k + 1], ranges[k + 1]
-    for s in kernel.accesses():
-        ca = linear_coeff(s.index, a, kernel.all_vars())
-        cb = linear_coeff(s.index, b, kernel.all_vars())
-        if ca is None or cb is None or sympy.expand(ca - cb * nb) != 0:
-            return False
-    return True
+def _can_collapse(loops: _Loops, reduction: bool, k: int) -> bool:
+    vars_, ranges, _ = loops.vars(reduction)
+    a, b, nb, all_vars = vars_[k], vars_[k + 1], ranges[k + 1], loops.all_vars()
+    return all(_collapsible(e, a, b, nb, all_vars) for e in loops.index.values())
 
 
-def _collapse(kernel: Kernel, reduction: bool, k: int) -> Kernel:
+@functools.lru_cache(maxsize=1 << 14)
+def _collapsible(index: sympy.Expr, a, b, nb, all_vars: frozenset) -> bool:
+    """Whether `index` walks `a` as one loop with `b` (a's step is b's times b's extent)."""
+    ca = _linear_coeff(index, a, all_vars)
+    cb = _linear_coeff(index, b, all_vars)
+    return ca is not None and cb is not None and sympy.expand(ca - cb * nb) == 0
+
+
+def _collapse(loops: _Loops, reduction: bool, k: int) -> None:
     """Merge var k into var k+1 (which then walks both extents), then renumber."""
-    vars_, ranges, _ = _vars(kernel, reduction)
+    vars_, ranges, _ = loops.vars(reduction)
     new_vars = list(vars_[:k]) + list(vars_[k + 1:])
     new_ranges = list(ranges[:k]) + [ranges[k] * ranges[k + 1]] + list(ranges[k + 2:])
-    kernel = _with_vars(kernel, reduction, new_vars, new_ranges, {vars_[k]: sympy.Integer(0)})
-    return _rename(kernel, reduction, list(range(len(new_vars))), {})
+    loops.set_vars(reduction, new_vars, new_ranges, {vars_[k]: sympy.Integer(0)})
+    _rename(loops, reduction, list(range(len(new_vars))), {})
 
 
-def _collapse_all(kernel: Kernel, reduction: bool) -> Kernel:
-    k = len(_vars(kernel, reduction)[0]) - 2
+def _collapse_all(loops: _Loops, reduction: bool) -> None:
+    k = len(loops.vars(reduction)[0]) - 2
     while k >= 0:
-        if _can_collapse(kernel, reduction, k):
-            kernel = _collapse(kernel, reduction, k)
+        if _can_collapse(loops, reduction, k):
+            _collapse(loops, reduction, k)
         k -= 1
-    return kernel
 
 
 def simplify_loops(kernel: Kernel, out_strides) -> Kernel:
-    kernel = _reorder(kernel, False, out_strides)
-    if kernel.reduction_vars:
-        kernel = _reorder(kernel, True, _load_strides(kernel, kernel.reduction_vars))
-        kernel = _collapse_all(kernel, True)
-    return _collapse_all(kernel, False)
+    loops = _Loops(kernel)
+    _reorder(loops, False, out_strides)
+    if loops.reduction_vars:
+        _reorder(loops, True, _load_strides(loops, loops.reduction_vars))
+        _collapse_all(loops, True)
+    _collapse_all(loops, False)
+    return loops.apply(kernel)
 
 
 def reduces_outer_dim(kernel: Kernel) -> bool:
