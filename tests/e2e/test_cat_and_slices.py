@@ -110,3 +110,13 @@ def test_slice_gradients_become_fused_cats(shape):
 
 def test_strided_slice_gradient_stays_in_aten():
     check_against_eager(lambda x: x[:, ::2].exp(), torch.randn(3, 8, requires_grad=True))
+
+
+def test_cats_of_slices_of_cats_stop_growing_a_kernel():
+    # diff with prepend and append, 7 times over: each level clamps every index once per
+    # cat input, so one kernel holding all levels has thousands of clamps (sympy took
+    # seconds per candidate group). Past MAX_CLAMPS a group does not lower, and the cost
+    # policy refuses the merge that would make it: right values, no fallback warning.
+    g = torch.Generator().manual_seed(0)
+    x, p, a = (torch.randn(3, 3, 3, generator=g) for _ in range(3))
+    check_against_eager(lambda x, p, a: torch.diff(x, 7, 2, p, a), x.requires_grad_(), p, a)
