@@ -171,10 +171,22 @@ def div(c: Ctx) -> V:
 
 def compare(op: str) -> Callable:
     def rule(c: Ctx) -> V:
-        x, y = c.a["self"], c.a["other"]
-        dt = opmath(torch.result_type(*(_promo_arg(c.node, k, c.a) for k in ("self", "other"))))
-        return c.b.emit(op, torch.bool, (c.b.cast(x, dt), c.b.cast(y, dt)))
+        promoted = torch.result_type(*(_promo_arg(c.node, k, c.a) for k in ("self", "other")))
+        dt = opmath(promoted)
+        x, y = (c.b.cast(_in_promoted(c, c.a[k], promoted), dt) for k in ("self", "other"))
+        return c.b.emit(op, torch.bool, (x, y))
     return rule
+
+
+def _in_promoted(c: Ctx, v, promoted: torch.dtype):
+    """eager compares in the promoted dtype: a float16/bfloat16 comparison rounds a Python
+    number or another dtype's operand to it first (`h > 0.3` compares with float16's
+    0.30005, so a float16 value of 0.30005 is not greater)."""
+    if promoted not in LOW_PRECISION:
+        return v
+    if not isinstance(v, V):
+        return torch.tensor(v, dtype=promoted).item()
+    return c.b.cast(v, promoted) if v.dtype != promoted else v
 
 
 def _promo_arg(node, name: str, a: dict):

@@ -6,6 +6,7 @@ signed zeros and NaN payloads. A NaN must stay a NaN with its sign; its payload 
 not compared (eager's own differs between its vector and scalar loops)."""
 import functools
 
+import pytest
 import torch
 
 from brrr_compiler.backend import brrr_backend
@@ -120,3 +121,19 @@ def test_long_float16_rows_round_like_eager():
     x[5, 100:103] = ALL_HALVES[torch.tensor([0x0001, 0x03FF, 0x83FF])]   # subnormals
     check_against_eager(lambda x: (torch.softmax(x, -1), x / x.float().norm(dim=-1, keepdim=True)),
                         x, grad=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_comparisons_round_the_scalar_to_the_tensors_dtype(dtype):
+    # eager compares in the promoted dtype: 0.3 becomes dtype's nearest value first, so a
+    # value equal to that is not greater than 0.3 (fuzz seed 5552: sigmoid(x) > 0.3)
+    at = torch.tensor(0.3, dtype=dtype)
+    x = torch.stack([at, at, torch.tensor(0.25, dtype=dtype), torch.tensor(0.35, dtype=dtype)])
+    x = x.repeat(64)
+    bound = torch.tensor(0.3)                       # a float32 0-dim tensor: no promotion
+
+    def fn(x):
+        y = x * 1
+        return y > 0.3, y >= 0.3, y == 0.3, y < bound, y.eq(bound)
+
+    check_against_eager(fn, x, grad=False, strict=True)
