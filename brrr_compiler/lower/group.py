@@ -237,22 +237,6 @@ def _is_reduced_output(node, domain, dims) -> bool:
                            and any(domain[d] != 1 for d in dims))
 
 
-# cats read through slices of cats (diff with prepend and append, n times over) clamp
-# each index once per input per level: a kernel holding many levels has index
-# expressions that grow exponentially, and sympy's time on them too (seconds per
-# candidate group). Past this many clamps, the group does not lower: the cost policy
-# refuses the merge that made it, and a cat's inputs are stored instead.
-MAX_CLAMPS = 128
-
-
-def _check_clamps(kernel: Kernel) -> None:
-    n = sum(isinstance(e, (sympy.Min, sympy.Max)) for s in kernel.body if s.index is not None
-            for e in sympy.preorder_traversal(s.index))
-    if n > MAX_CLAMPS:
-        raise NotImplementedError(f"brrr: its indices clamp {n} times (cats of slices of "
-                                  f"cats; at most {MAX_CLAMPS})")
-
-
 def lower_group(group, name: str, use_scratch: bool = False, round_results: bool = True) -> Kernel:
     """The Kernel computing `group`'s outputs, loops ordered for its first output.
     `round_results` (Config.low_precision="eager"; the default here): every float16/
@@ -286,7 +270,7 @@ def lower_group(group, name: str, use_scratch: bool = False, round_results: bool
         out_strides = _outer_strides(group, domain, dims)
     else:
         out_strides = [s for d, s in enumerate(out_strides) if d not in dims]
-    _check_clamps(kernel)
+    index_rules.check_clamps(kernel)
     kernel = mark_nonpositive_exps(simplify_loops(kernel, out_strides))
     low.__dict__.clear()    # a cycle (its reducer): freed now, not by the cycle collector
     if kernel.scratch and reduces_outer_dim(kernel):

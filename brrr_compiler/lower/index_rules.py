@@ -90,3 +90,20 @@ def arange(low, node, idx: tuple, body: Body) -> V:
 
 
 RULES = {"gather": gather, "embedding": embedding, "cat": cat, "arange": arange}
+
+
+# cats read through slices of cats (diff with prepend and append, n times over) clamp
+# each index once per input per level: a kernel holding many levels has index
+# expressions that grow exponentially, and sympy's time on them too (seconds per
+# candidate group). Past this many clamps, the group does not lower: the cost policy
+# refuses the merge that made it, and a cat's inputs are stored instead.
+MAX_CLAMPS = 128
+
+
+def check_clamps(kernel) -> None:
+    """Refuse (NotImplementedError) a kernel whose indices clamp more than MAX_CLAMPS times."""
+    n = sum(isinstance(e, (sympy.Min, sympy.Max)) for s in kernel.body if s.index is not None
+            for e in sympy.preorder_traversal(s.index))
+    if n > MAX_CLAMPS:
+        raise NotImplementedError(f"brrr: its indices clamp {n} times (cats of slices of "
+                                  f"cats; at most {MAX_CLAMPS})")
