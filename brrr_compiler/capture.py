@@ -24,6 +24,7 @@ import torch
 from torch._decomp import get_decompositions
 
 from brrr_compiler import decompositions
+from brrr_compiler.decomposition_layout import eager_layout
 
 aten = torch.ops.aten
 
@@ -65,7 +66,7 @@ def decomposition_table() -> dict:
     # TensorIterator's: lerp of an expanded and a transposed input is transposed in
     # eager, contiguous in the reference. Their results get the op's own layout, as
     # brrr's decompositions do. In-place and out= overloads keep their argument's.
-    table = {op: fn if op._schema.is_mutable else decompositions.eager_layout(op, fn)
+    table = {op: fn if op._schema.is_mutable else eager_layout(op, fn)
              for op, fn in table.items()}
     table.update(decompositions.table())
     return table

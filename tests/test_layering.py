@@ -12,7 +12,8 @@ import networkx as nx
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # the pipeline, in order (DESIGN.md): a stage imports earlier stages and leaves only
 STAGES = {
-    "capture": ["capture", "decompositions", "pool_decomposition", "batch_norm_decomposition"],
+    "capture": ["capture", "decompositions", "decomposition_layout", "pool_decomposition",
+                "batch_norm_decomposition"],
     "passes": ["passes", "eager_strides"],   # ATen-to-ATen layout steps
     "partition": ["partition"],
     "cost": ["cost"],
