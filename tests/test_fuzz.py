@@ -21,8 +21,9 @@ SLICE = range(100, 112)
 # libm's scalar tail of a vector loop (1995), an argmax over drifted bfloat16 values
 # whose eager-rounded run fails only as aot_eager does (1893: drift, not brrr's), a
 # decomposed lerp laid out by its Python reference instead of as eager (4064), a
-# float16 comparison with a Python number not rounded to float16 (5552)
-FIXED = (48, 655, 682, 1067, 1407, 1893, 1920, 1995, 4064, 5552)
+# float16 comparison with a Python number not rounded to float16 (5552), a float sum
+# over minimum(x, scalar) whose loop gcc unswitched into a scalar copy (5256)
+FIXED = (48, 655, 682, 1067, 1407, 1893, 1920, 1995, 4064, 5256, 5552)
 
 
 def test_a_seed_always_makes_the_same_graph():

@@ -269,20 +269,25 @@ static inline void brrr_stream_fence(void) {
 #endif
 }
 
-// maximum/minimum propagate NaN from either side, like torch.maximum/minimum. Three
-// selects one after another, not nested: gcc 12 if-converts a loop with several nested
-// ones next to other selects (a max-pool window over a relu) into branches, unvectorized
-// (benchmarks/results/notes.md, "Nested selects").
-template <typename T> static inline T brrr_maximum(T a, T b) {
-  T m = a < b ? b : a;
-  m = b != b ? b : m;
-  return a != a ? a : m;
-}
-template <typename T> static inline T brrr_minimum(T a, T b) {
-  T m = b < a ? b : a;
-  m = b != b ? b : m;
-  return a != a ? a : m;
-}
+// maximum/minimum propagate NaN from either side, like torch.maximum/minimum. Flat
+// selects, not nested: gcc 12 if-converts a loop with several nested ones next to other
+// selects (a max-pool window over a relu) into branches, unvectorized. One unordered test
+// of both operands, not a NaN test of each: gcc unswitches a loop on a test of a
+// loop-invariant operand, and one copy stayed scalar, so a float sum over a chunk ran
+// sequentially and lost precision (benchmarks/results/notes.md, "Nested selects").
+template <typename T> static inline T brrr_maximum(T a, T b) { return a < b ? b : a; }
+template <typename T> static inline T brrr_minimum(T a, T b) { return b < a ? b : a; }
+#define BRRR_FLOAT_MINMAX(T)                                                      \
+  static inline T brrr_maximum(T a, T b) {                                        \
+    const T m = a < b ? b : a;                                                    \
+    return __builtin_isunordered(a, b) ? a + b : m;                               \
+  }                                                                               \
+  static inline T brrr_minimum(T a, T b) {                                        \
+    const T m = b < a ? b : a;                                                    \
+    return __builtin_isunordered(a, b) ? a + b : m;                               \
+  }
+BRRR_FLOAT_MINMAX(float)
+BRRR_FLOAT_MINMAX(double)
 template <typename T> static inline T brrr_sign(T x) { return (T)((T(0) < x) - (x < T(0))); }
 template <typename T> static inline T brrr_abs(T x) { return x < T(0) ? -x : x; }
 static inline float brrr_abs(float x) { return __builtin_fabsf(x); }
