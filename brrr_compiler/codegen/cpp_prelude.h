@@ -30,6 +30,52 @@ typedef double brrr_v2d __attribute__((vector_size(16)));
 typedef double brrr_v4d __attribute__((vector_size(32)));
 typedef double brrr_v8d __attribute__((vector_size(64)));
 
+// A narrow vector into the low lanes of a wide one (zeros above) and back, for the
+// libmvec clones below. In registers: through memory, the wide load of a narrow store
+// misses store forwarding, which cost a short row (8 floats) as much as its math.
+#if defined(__clang__) || __GNUC__ >= 12
+template <typename V> static inline V brrr_widen(V x, V) { return x; }
+template <typename V> static inline V brrr_narrow(V w, V) { return w; }
+#define BRRR_I2 0, 1
+#define BRRR_I4 BRRR_I2, 2, 3
+#define BRRR_I8 BRRR_I4, 4, 5, 6, 7
+#define BRRR_I16 BRRR_I8, 8, 9, 10, 11, 12, 13, 14, 15
+#define BRRR_WIDEN(N, W, t, IW, IN)                                               \
+  static inline BRRR_VEC(W, t) brrr_widen(BRRR_VEC(N, t) x, BRRR_VEC(W, t)) {     \
+    const BRRR_VEC(N, t) z = {};                                                  \
+    return __builtin_shufflevector(x, z, IW);                                     \
+  }                                                                               \
+  static inline BRRR_VEC(N, t) brrr_narrow(BRRR_VEC(W, t) w, BRRR_VEC(N, t)) {    \
+    return __builtin_shufflevector(w, w, IN);                                     \
+  }
+BRRR_WIDEN(4, 8, f, BRRR_I8, BRRR_I4)
+BRRR_WIDEN(8, 16, f, BRRR_I16, BRRR_I8)
+BRRR_WIDEN(2, 4, d, BRRR_I4, BRRR_I2)
+BRRR_WIDEN(4, 8, d, BRRR_I8, BRRR_I4)
+// two steps where the widest vector is four times the narrow one
+static inline brrr_v16f brrr_widen(brrr_v4f x, brrr_v16f w) {
+  return brrr_widen(brrr_widen(x, brrr_v8f{}), w);
+}
+static inline brrr_v4f brrr_narrow(brrr_v16f w, brrr_v4f x) {
+  return brrr_narrow(brrr_narrow(w, brrr_v8f{}), x);
+}
+static inline brrr_v8d brrr_widen(brrr_v2d x, brrr_v8d w) {
+  return brrr_widen(brrr_widen(x, brrr_v4d{}), w);
+}
+static inline brrr_v2d brrr_narrow(brrr_v8d w, brrr_v2d x) {
+  return brrr_narrow(brrr_narrow(w, brrr_v4d{}), x);
+}
+#else
+template <typename V, typename X> static inline V brrr_widen(X x, V w) {
+  memcpy(&w, &x, sizeof x);
+  return w;
+}
+template <typename X, typename V> static inline X brrr_narrow(V w, X x) {
+  memcpy(&x, &w, sizeof x);
+  return x;
+}
+#endif
+
 #ifdef BRRR_LIBMVEC
 #define BRRR_SIMD_LEN(n) _Pragma(BRRR_SIMD_STR(omp declare simd notinbranch simdlen(n)))
 #define BRRR_SIMD_STR(x) #x
@@ -68,11 +114,7 @@ typedef double brrr_v8d __attribute__((vector_size(64)));
   WIDTHS(BRRR_CLONE_1, fn, W, V)
 #define BRRR_CLONE_1(n, t, fn, W, V)                                              \
   BRRR_HIDDEN BRRR_VEC(n, t) BRRR_ZGV(n, v, brrr_libm_##fn)(BRRR_VEC(n, t) x) {   \
-    V w = {};                                                                     \
-    memcpy(&w, &x, sizeof x);                                                     \
-    w = BRRR_ZGV(W, v, fn)(w);                                                    \
-    memcpy(&x, &w, sizeof x);                                                     \
-    return x;                                                                     \
+    return brrr_narrow(BRRR_ZGV(W, v, fn)(brrr_widen(x, V{})), x);                \
   }
 #define BRRR_LIBM_2(T, fn, W, V, WIDTHS)                                          \
   extern "C" V BRRR_ZGV(W, vv, fn)(V, V);                                         \
@@ -86,12 +128,8 @@ typedef double brrr_v8d __attribute__((vector_size(64)));
 #define BRRR_CLONE_2(n, t, fn, W, V)                                              \
   BRRR_HIDDEN BRRR_VEC(n, t) BRRR_ZGV(n, vv, brrr_libm_##fn)(BRRR_VEC(n, t) x,    \
                                                             BRRR_VEC(n, t) y) {   \
-    V a = {}, b = {};                                                             \
-    memcpy(&a, &x, sizeof x);                                                     \
-    memcpy(&b, &y, sizeof y);                                                     \
-    a = BRRR_ZGV(W, vv, fn)(a, b);                                                \
-    memcpy(&x, &a, sizeof x);                                                     \
-    return x;                                                                     \
+    const V a = brrr_widen(x, V{}), b = brrr_widen(y, V{});                       \
+    return brrr_narrow(BRRR_ZGV(W, vv, fn)(a, b), x);                             \
   }
 #define BRRR_LIBM_FLOAT(arity, name)                                              \
   BRRR_CAT(BRRR_LIBM_, arity, , )(float, name##f, BRRR_FLANES,                    \

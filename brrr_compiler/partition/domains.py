@@ -116,10 +116,16 @@ def column_shapes(full: tuple, dims: tuple) -> tuple[tuple, tuple]:
     return kept, tuple(full[d] for d in dims)
 
 
+def _named(nodes) -> list:
+    """`nodes` in name order: a refusal names the same node in every run (a set of fx
+    nodes iterates in the order of their addresses)."""
+    return sorted(nodes, key=lambda n: n.name)
+
+
 def _column_problem(members, columns, domain, across_final) -> str | None:
     final = after_rows(members, columns)
     allowed = column_shapes(*domain)
-    for n in final:
+    for n in _named(final):
         if n in across_final:
             return f"illegal: {n.name} needs both a fold across rows and a column fold"
         if n not in columns and reduction_spec(n) is not None:
@@ -136,7 +142,7 @@ def _column_problem(members, columns, domain, across_final) -> str | None:
 
 def _across_problem(members, across) -> str | None:
     final = after_rows(members, across)
-    for n in final:
+    for n in _named(final):
         if n not in across and reduction_spec(n) is not None:
             return f"illegal: {n.name} reduces a fold across rows"
         if n in across and any(a in final for a in n.all_input_nodes):

@@ -20,6 +20,7 @@ import torch.fx
 from torch.autograd import profiler as autograd_profiler
 
 from brrr_compiler.log import fallback
+from brrr_compiler.runtime.fast_aten import fast_target
 from brrr_compiler.runtime.meta_check import checker, first_call_checked, spec_of
 from brrr_compiler.runtime.profiling import ProfiledRunner
 from brrr_compiler.runtime.reinterpret import as_reinterpret, reinterpret
@@ -286,11 +287,14 @@ def _kernel_call(graph, env, kernel, outputs, by_name, sources, is_aten) -> dict
 
 
 def _aten_call(graph, node, env, is_aten):
-    """`node` copied into the runner; a static view as one reinterpretation of the root
-    of its chain of ATen views (reinterpret.py)."""
+    """`node` copied into the runner, called through torch's binding where it has one
+    (fast_aten.py); a static view as one reinterpretation of the root of its chain of
+    ATen views (reinterpret.py)."""
     alias = as_reinterpret(node, is_aten)
     if alias is None:
-        return graph.node_copy(node, lambda a: env[a])
+        copy = graph.node_copy(node, lambda a: env[a])
+        copy.target = fast_target(node.target) if node.op == "call_function" else copy.target
+        return copy
     root, size, stride, offset = alias
     call = graph.call_function(reinterpret, (env[root], size, stride, offset))
     call.name, call.meta = node.name, dict(node.meta)
