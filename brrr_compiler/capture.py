@@ -138,8 +138,12 @@ def protect_saved_mutated_inputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModu
     """Save a copy of each graph input that the forward both saves for the backward and
     mutates. torch's min-cut partitioner may save the input itself in place of the clone
     the joint graph made of it (recomputing from inputs looks free); AOTAutograd then
-    copies the new value into that very input after the forward, so the backward would
-    read the mutated value (autograd's version check raises: `F.mish(x, inplace=True)`)."""
+    copies the new value into that very input, after the forward or inside it (a
+    `copy_` the graph keeps), so the backward would read the mutated value (autograd's
+    version check raises: `F.mish(x, inplace=True)`; or a gradient is silently wrong:
+    fuzz seed 7882). A placeholder stands for the input's value before any mutation, so
+    the copy is taken before the graph's first node (of a view of the input, right after
+    the view: before the graph's mutations, which come after what they overwrite)."""
     from torch._guards import TracingContext
 
     ctx = TracingContext.try_get()
@@ -150,15 +154,30 @@ def protect_saved_mutated_inputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModu
     mutated = {h for h, info in zip(holders, meta.input_info) if info.mutates_data}
     output = gm.graph.output_node()
     outs = list(output.args[0])
+    first = next(n for n in gm.graph.nodes if n.op != "placeholder")
+    copies: dict = {}
     for i in saved_output_indices(gm):
-        if outs[i] in mutated:
-            with gm.graph.inserting_before(output):
-                copy = gm.graph.call_function(torch.ops.aten.clone.default, (outs[i],))
-            copy.meta["val"] = outs[i].meta["val"].clone()
-            outs[i] = copy
+        if _view_root(outs[i]) in mutated:
+            if outs[i] not in copies:
+                at = first if outs[i].op == "placeholder" else outs[i].next
+                with gm.graph.inserting_before(at):
+                    copy = gm.graph.call_function(torch.ops.aten.clone.default, (outs[i],))
+                copy.meta["val"] = outs[i].meta["val"].clone()
+                copies[outs[i]] = copy
+            outs[i] = copies[outs[i]]
     output.args = (tuple(outs),)
     gm.recompile()
     return gm
+
+
+def _view_root(node):
+    """The tensor `node` is a view of (through a chain of views), or `node` itself. A
+    saved view of a mutated input reads the mutation as the input does (fuzz seed 8934:
+    a transpose of the input, mutated through it after the forward read it)."""
+    while (isinstance(node, torch.fx.Node) and node.op == "call_function"
+           and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view):
+        node = node.args[0]
+    return node
 
 
 def graph_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

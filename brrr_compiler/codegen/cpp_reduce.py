@@ -16,6 +16,7 @@ runs. Column folds keep a partial row per thread, combined likewise (cpp_columns
 from __future__ import annotations
 
 import sympy
+import torch
 
 from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update, is_short,
                                                      update)
@@ -50,10 +51,16 @@ class ReductionPrinter:
         self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
         self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent))
 
-    def _body(self, stmts: list[Stmt], indent: str, chunk: bool) -> list[str]:
+    def _body(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False) -> list[str]:
+        """`shared`: values the split row's threads read from outside their parallel
+        region. A bool among them is declared int: gcc 12 vectorizes no select on a bool
+        an OpenMP region reads from its shared block, so the thread's chunk sums ran
+        sequentially (fuzz seed 8091); on an int it selects with a broadcast mask."""
         out = []
         for s in stmts:
-            if s.op != "reduce":
+            if s.op != "reduce" and shared and s.out and s.dtype is torch.bool:
+                out.append(indent + self._line(s).replace("const bool ", "const int ", 1))
+            elif s.op != "reduce":
                 out.append(indent + self._line(s))
             elif s.value in ("argmax", "argmin"):
                 out.append(indent + arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
@@ -175,7 +182,8 @@ class ReductionPrinter:
             if pair is not None and p is pair.first:
                 lines += online_walk(self, pair, indent)
             elif not p.once and not (pair is not None and p is pair.second):
-                lines += self.loop_phase(p, indent, split) if p.loop else self._body(p.body, indent, False)
+                lines += self.loop_phase(p, indent, split) if p.loop else \
+                    self._body(p.body, indent, False, shared=split)
         return lines
 
     # ---- folds across rows: a partial per thread, combined in thread order at the end ----

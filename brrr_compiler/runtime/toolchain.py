@@ -25,6 +25,13 @@ that reject it): gcc's code sinking moves a value that only one side of a select
 own, and gcc 12 if-converts no call there, so the whole `omp simd` loop stayed scalar
 (float64 softplus and atan2 under a where ran at scalar libm's speed). Kept where the
 printer put them, the values are computed for every lane and the loop vectorizes.
+
+`-fno-unswitch-loops` (gcc's, tried with `-fno-tree-sink`): gcc copies a loop whose body
+tests a loop-invariant value (a where on a scalar's comparison, a NaN test of a scalar
+operand) into one copy per outcome, and one of the copies often stayed scalar ("control
+flow in loop"). In a float sum over a chunk that is 1024 sequential adds, and results
+drifted from eager's (fuzz seeds 5256 and 8091). Unswitched, the test is a select on a
+broadcast mask in the one vector loop.
 """
 from __future__ import annotations
 
@@ -48,7 +55,7 @@ BASE_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-
 NATIVE_FLAG = "-march=native"
 NO_UNDEFINED = "-Wl,--no-undefined"
 DEFAULT_COMPILERS = ("g++", "c++", "clang++")
-GCC_FLAGS = ("-fno-tree-sink",)     # the module note
+GCC_FLAGS = ("-fno-tree-sink", "-fno-unswitch-loops")     # the module note
 # tried in this order: with -march=native, then without, then without -Wl,--no-undefined;
 # each with GCC_FLAGS, then without them
 _FLAG_SETS = tuple(flags + extra for flags in (

@@ -128,3 +128,18 @@ def test_check_strides_option_checks_every_call():
     for n in (5, 5, 9):            # a new size recompiles; every call runs the checks
         x = torch.randn(n, n + 2)
         assert_close(compiled(x), f(x))
+
+
+def test_input_read_then_mutated_in_graph_keeps_its_gradient():
+    # x is read by lerp, then mutated in the graph (a copy_ the graph keeps); the
+    # backward recomputes lerp from the saved x, which must be x before the mutation
+    def f(x, y, mask):
+        v = torch.lerp(x, y, 0.25)
+        x[mask] = 0.0
+        return torch.rsqrt(torch.log1p(v.abs()).abs() + 1)
+
+    g = torch.Generator().manual_seed(7882)
+    x = torch.randn(3, 1, 2, generator=g)
+    y = torch.randn(3, 3, 4, generator=g)[..., 1::2].requires_grad_()
+    mask = torch.rand(3, 1, 2, generator=g) > 0.5
+    check_against_eager(f, x, y, mask)

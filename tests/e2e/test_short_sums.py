@@ -49,3 +49,23 @@ def test_column_folds_of_a_row_kernel_over_few_rows():
 
     assert torch.equal(torch.compile(f, backend="brrr")(x)[1], x[0])
     check_against_eager(f, x, grad=False)
+
+
+def test_split_row_sum_under_a_scalar_select_vectorizes():
+    # one long row split over two threads; lerp's decomposition selects on a bool of its
+    # scalar weight, which the threads read from outside their parallel region. The
+    # threads' chunk sums must not run one add after another (gcc left that loop
+    # scalar: a float sum of 1024 in sequence, off by 5e-4 where eager is 4e-5; fuzz
+    # seed 8091)
+    def f(y, x, s):
+        return torch.lerp(y, x.to(y.dtype), 0.25).sum() / (s.abs() + 1)
+
+    def exact(y, x, s):     # x's float16 values, the rest in float64
+        return torch.lerp(y, x.to(torch.float64), 0.25).sum() / (s.abs() + 1)
+
+    g = torch.Generator().manual_seed(8091)
+    torch.randn(7, 128, 1, generator=g), torch.randn(7, 128, 2048, generator=g)
+    y = torch.randn(1, 128, 1024, generator=g).requires_grad_()
+    x = torch.randn(3, 128, 2048, generator=g).to(torch.float16)[..., 1::2]
+    s = torch.randn((), generator=g).requires_grad_()
+    check_against_eager(f, y, x, s, options={"num_threads": 2}, reference=exact)
