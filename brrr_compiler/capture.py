@@ -49,7 +49,7 @@ FUSION_DECOMPOSITIONS = [
     aten._native_batch_norm_legit_functional, aten.native_batch_norm_backward,
     aten._batch_norm_with_update, aten._batch_norm_with_update_functional,
     aten._batch_norm_no_update,
-    aten.logsumexp, aten.var_mean, aten.var, aten.std, aten.rms_norm,
+    aten.logsumexp, aten.var_mean, aten.var, aten.std, aten.rms_norm, aten.linalg_vector_norm,
     aten._fused_rms_norm, aten._fused_rms_norm_backward,
     aten.nll_loss_forward, aten.nll_loss_backward,
 ]

@@ -158,3 +158,19 @@ def test_layer_norm_gelu_block_training_steps():
         assert_close(p, q, msg=lambda m, name=name: f"{name} after two steps: {m}")
     assert not all(torch.equal(p, q) for p, q in zip(model.parameters(),
                                                      _block(torch.float32).parameters()))
+
+
+def test_normalize_is_one_kernel_with_its_norm():
+    # linalg_vector_norm decomposes, so F.normalize's norm, clamp and division fuse
+    import torch.nn.functional as F
+    x = torch.randn(64, 300, generator=torch.Generator().manual_seed(0))
+    graphs = check_against_eager(lambda x: F.normalize(x, dim=-1), x.requires_grad_())
+    forward = next(g for g in graphs if g.kind == "forward")
+    assert len(forward.kernels) == 1 and not forward.compute_calls, forward
+
+
+@pytest.mark.parametrize("ord_", [2, 1, float("inf"), 0, 3])
+def test_vector_norm_orders(ord_):
+    x = torch.randn(6, 33, 5, generator=torch.Generator().manual_seed(1))
+    check_against_eager(lambda x: torch.linalg.vector_norm(x, ord_, dim=-1, keepdim=True) * 2,
+                        x.requires_grad_(), allow_fallback=True, kernels=False)
