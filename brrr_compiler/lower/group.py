@@ -197,21 +197,24 @@ class _GroupLowering:
                                           "own kept index (a reduced dim moved)")
 
     def _row_reciprocal_div(self, node, idx: tuple, body: Body) -> V | None:
-        """x / d with d constant along the reduced dims (softmax's x / sum, normalize's x /
-        norm): one reciprocal per row, a multiply per element, as eager's own softmax
-        does (F.normalize at 256x1024, one thread, loaded: 1.13x eager's time dividing
-        per element, 1.06x with the reciprocal).
-        Wherever the kernel reads the value, inside the row's loop or once per row: an
-        amax's tie mask compares the row's values with their max, and a value computed
-        both ways differs in the last bit (fuzz seed 9056: a NaN gradient)."""
-        if node.target is not torch.ops.aten.div.Tensor or self.in_columns:
+        """x / d in a reduction kernel, where the quotient varies along the reduced dims
+        and d does not (softmax's x / sum, normalize's x / norm): one reciprocal per row,
+        a multiply per element, as eager's own softmax does (F.normalize at 256x1024, one
+        thread, loaded: 1.13x eager's time dividing per element, 1.06x with the
+        reciprocal). Decided by the shapes alone, so every read of the quotient, inside
+        the row's loop or once per row, computes it alike: an amax's tie mask compares
+        the row's values with their max, and a value computed both ways differs in the
+        last bit (fuzz seed 9056: a NaN gradient). Pointwise kernels divide, as eager."""
+        if node.target is not torch.ops.aten.div.Tensor or self.in_columns or not self.red_vars:
             return None
         x, d = node.args[0], node.args[1]
         if not isinstance(d, torch.fx.Node) or not isinstance(x, torch.fx.Node):
             return None
-        d_idx = indexing.broadcast(idx, indexing.shape(d.meta["val"]))
-        if self.is_full(d_idx):
+        whole = indexing.broadcast(self.full_idx, indexing.shape(node.meta["val"]))
+        if not self.is_full(whole) or \
+                self.is_full(indexing.broadcast(self.full_idx, indexing.shape(d.meta["val"]))):
             return None
+        d_idx = indexing.broadcast(idx, indexing.shape(d.meta["val"]))
         cdt = opmath(node.meta["val"].dtype)
         d_body, _ = self.target(d, d_idx)
         inv = d_body.emit("reciprocal", cdt, (d_body.cast(self.value(d, d_idx), cdt),))
