@@ -138,6 +138,20 @@ def test_where_with_a_bool_condition(shape):
     check_against_eager(lambda m, x: torch.where(m, x, 0.5) * x, _mask(*shape), x)
 
 
+def test_one_mask_selecting_for_a_row_min_and_a_fill():
+    """A where feeding a row's amin and a masked_fill of the same mask, in one kernel.
+    gcc 12 threaded the two selects into one branch and then got the amin's NaN flag
+    wrong: NaN for every row (fuzz seed 15026; built with -fno-thread-jumps now)."""
+    x = _randn(1, 512, 13, grad=False).transpose(-1, -2)
+    s = torch.randn(1, 1, 1, dtype=torch.float64).expand(1, 1, 512)
+
+    def f(m, x, s):
+        low = (-torch.where(m, x, s)).amin(-1, keepdim=True)
+        return torch.floor(low * 4) * 0.5 + 1.0, torch.sqrt(s.masked_fill(m, -1.5).abs() + 0.25)
+    graphs = check_against_eager(f, _mask(13, 512), x, s)
+    assert len([k for g in graphs for k in g.kernels]) == 1
+
+
 @pytest.mark.parametrize("fusion", ["greedy", "none"])
 def test_comparison_feeding_where(fusion):
     """Fused, the compare stays in registers; unfused (fusion="none"), the bool result
