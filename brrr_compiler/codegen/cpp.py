@@ -148,7 +148,9 @@ def op_expr(s: Stmt, args: list[str], arg_dtypes: list[torch.dtype]) -> str:
     return form.format(*args, f=_suffix(dt), ct=CTYPE[dt])
 
 
-def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:
+def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype], decl: str | None = None) -> str:
+    """One statement as one line of C++; `decl`: the declared type of its value, when
+    not its dtype's C type (a bool held in an int: cpp_reduce.py's shared values)."""
     if s.op == "store":
         v = s.args[0]
         if s.dtype is torch.bfloat16:
@@ -176,7 +178,7 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype]) -> str:
         rhs = cast_expr(s.args[0], dtypes[s.args[0]], s.dtype)
     else:
         rhs = op_expr(s, list(s.args), [dtypes[a] for a in s.args])
-    return f"const {CTYPE[s.dtype]} {s.out} = {rhs};"
+    return f"const {decl or CTYPE[s.dtype]} {s.out} = {rhs};"
 
 
 # ---- loops and functions -------------------------------------------------------------

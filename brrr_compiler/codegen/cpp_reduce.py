@@ -58,10 +58,10 @@ class ReductionPrinter:
         sequentially (fuzz seed 8091); on an int it selects with a broadcast mask."""
         out = []
         for s in stmts:
-            if s.op != "reduce" and shared and s.out and s.dtype is torch.bool:
-                out.append(indent + self._line(s).replace("const bool ", "const int ", 1))
-            elif s.op != "reduce":
-                out.append(indent + self._line(s))
+            if s.op != "reduce":
+                as_int = shared and s.out and s.dtype is torch.bool and s.op != "column_reduce"
+                out.append(indent + (self.stmt_line(s, self.dtypes, "int") if as_int
+                                     else self._line(s)))
             elif s.value in ("argmax", "argmin"):
                 out.append(indent + arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
             else:

@@ -30,6 +30,7 @@ from brrr_compiler.lower import index_rules, indexing
 from brrr_compiler.lower.origins import describe_node
 from brrr_compiler.transforms.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
+from brrr_compiler.lower.row_division import row_reciprocal_div
 from brrr_compiler.lower.scalar_rules import (LOW_PRECISION, Body, Namer, V, lower_node,
                                               normalized, opmath)
 from brrr_compiler.transforms.signs import mark_nonpositive_exps
@@ -173,7 +174,7 @@ class _GroupLowering:
         rule = index_rules.RULES.get(ops.info(node.target).scalar)
         if rule is not None:
             return rule(self, node, idx, body)
-        recip = self._row_reciprocal_div(node, idx, body)
+        recip = row_reciprocal_div(self, node, idx, body)
         if recip is not None:
             return recip
         args = {}
@@ -195,31 +196,6 @@ class _GroupLowering:
             if full[d] != 1 and got != want and sympy.expand(sympy.sympify(got) - want) != 0:
                 raise NotImplementedError(f"brrr: {node.name} is read at {idx}, not at its "
                                           "own kept index (a reduced dim moved)")
-
-    def _row_reciprocal_div(self, node, idx: tuple, body: Body) -> V | None:
-        """x / d in a reduction kernel, where the quotient varies along the reduced dims
-        and d does not (softmax's x / sum, normalize's x / norm): one reciprocal per row,
-        a multiply per element, as eager's own softmax does (F.normalize at 256x1024, one
-        thread, loaded: 1.13x eager's time dividing per element, 1.06x with the
-        reciprocal). Decided by the shapes alone, so every read of the quotient, inside
-        the row's loop or once per row, computes it alike: an amax's tie mask compares
-        the row's values with their max, and a value computed both ways differs in the
-        last bit (fuzz seed 9056: a NaN gradient). Pointwise kernels divide, as eager."""
-        if node.target is not torch.ops.aten.div.Tensor or self.in_columns or not self.red_vars:
-            return None
-        x, d = node.args[0], node.args[1]
-        if not isinstance(d, torch.fx.Node) or not isinstance(x, torch.fx.Node):
-            return None
-        whole = indexing.broadcast(self.full_idx, indexing.shape(node.meta["val"]))
-        if not self.is_full(whole) or \
-                self.is_full(indexing.broadcast(self.full_idx, indexing.shape(d.meta["val"]))):
-            return None
-        d_idx = indexing.broadcast(idx, indexing.shape(d.meta["val"]))
-        cdt = opmath(node.meta["val"].dtype)
-        d_body, _ = self.target(d, d_idx)
-        inv = d_body.emit("reciprocal", cdt, (d_body.cast(self.value(d, d_idx), cdt),))
-        xv = body.cast(self.value(x, indexing.broadcast(idx, indexing.shape(x.meta["val"]))), cdt)
-        return body.emit("mul", cdt, (xv, inv))
 
     def store(self, node, idx: tuple) -> None:
         val = node.meta["val"]

@@ -2,7 +2,7 @@
 
 Calling `torch.ops.aten.mv.default(a, b)` goes through OpOverload.__call__ and the boxed
 dispatcher entry; `torch.mv(a, b)`, the generated binding of the same op, parses its
-arguments in C++ and costs about 0.8 us less per call (benchmarks/results/notes.md, "ATen
+arguments in C++ and costs less per call (benchmarks/results/notes.md, "ATen
 calls in the runner"). A model's runner makes dozens of such calls (its GEMMs,
 attention, the ops no kernel took), paid on every step.
 
