@@ -32,9 +32,17 @@ def choose_cpp(k: Kernel, num_threads: int) -> CppSchedule:
     if k.is_reduction:
         return rows.columns(k, num_threads) if reduces_outer_dim(k) else rows.rows(k, num_threads)
     d = transposed_var(k)
-    if d is not None:
+    if d is not None and not _short(k, d):
         return _tiled(k, d, num_threads)
     return _pointwise(k, num_threads)
+
+
+def _short(k: Kernel, d: int) -> bool:
+    """A transposed dim shorter than one 16x16 transpose block: staging would fall back to
+    element copies. Walking the output instead reads the few strided values of each
+    line while the line is in L1 (a conv weight's OIHW -> OHWI copy, d = kh * kw = 9)."""
+    size = k.ranges[d]
+    return bool(getattr(size, "is_Integer", False)) and int(size) < 16
 
 
 def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:

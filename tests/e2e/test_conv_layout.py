@@ -90,3 +90,14 @@ def test_residual_blocks_match_eager_with_gradients(groups, stride, dilation):
     block = _Residual(groups=groups, stride=stride, dilation=dilation)
     check_against_eager(block, torch.randn(2, 8, 9, 9, requires_grad=True), atol=1e-4,
                         rtol=1e-4)
+
+
+@pytest.mark.parametrize("groups", [1, 8], ids=["plain", "depthwise"])
+def test_batch_one_blocks_with_both_convolution_paths_match_eager(groups):
+    """At batch 1 ATen runs small convolutions through its own path and others in oneDNN:
+    both read NHWC inputs here, and outputs and gradients keep eager's strides."""
+    torch.manual_seed(0)
+    block = _Residual(groups=groups)
+    graphs = check_against_eager(block, torch.randn(1, 8, 9, 9, requires_grad=True),
+                                 atol=1e-4, rtol=1e-4)
+    assert any(g.kernels for g in graphs)

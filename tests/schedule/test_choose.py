@@ -40,6 +40,15 @@ def test_each_loop_nest_is_chosen_and_printed_as_chosen(name):
     assert sched.describe().startswith(kind)
 
 
+@pytest.mark.parametrize("shape,kind", [((64, 32, 3, 3), "pointwise"), ((8, 16, 4, 4), "tiled")])
+def test_a_transposed_dim_shorter_than_a_transpose_block_is_not_tiled(shape, kind):
+    """A conv weight's channels-last copy (OIHW -> OHWI) transposes (I, kh * kw): with
+    kh * kw = 9 a 16x16 block never fills, and walking the output reads each line's few
+    strided values while it is in L1."""
+    k = _kernel(lambda w: w.clone(memory_format=torch.channels_last), torch.randn(shape))
+    assert choose(k, "cpp", 2).kind == kind
+
+
 def test_the_printer_reads_the_schedule_not_the_kernel():
     k = _kernel(lambda x: x * 2 + 1, torch.randn(64, 4096))
     sched = choose(k, "cpp", 2)
