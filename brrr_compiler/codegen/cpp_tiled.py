@@ -18,6 +18,7 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_stream import chunked_loop
+from brrr_compiler.schedule.cpp import TRANSPOSE_BLOCK
 from brrr_compiler.schedule_ir import CppSchedule
 from brrr_compiler.transforms.loops import linear_coeff
 
@@ -69,8 +70,8 @@ def _transposed_copy(k, s, name: str, a, inner, copy: list[str], cexpr, tile) ->
     src = cexpr(s.index.xreplace({a: a_lo + qa, inner: b_lo + qb}))
     row = cexpr(linear_coeff(s.index, inner, k.all_vars()))
     return ([f"    if (a_hi - a_lo == {tile_a} && b_hi - b_lo == {tile_inner}) {{",
-             f"      for (int64_t qb = 0; qb < {tile_inner}; qb += 16)",
-             f"        for (int64_t qa = 0; qa < {tile_a}; qa += 16)",
+             f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
+             f"        for (int64_t qa = 0; qa < {tile_a}; qa += {TRANSPOSE_BLOCK})",
              f"          brrr_transpose16(&{s.buffer}[{src}], {row}, "
              f"&{name}[qa * {tile_inner} + qb], {tile_inner});",
              "    } else {"] + ["  " + ln for ln in copy] + ["    }"])

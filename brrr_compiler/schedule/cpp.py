@@ -25,6 +25,7 @@ from brrr_compiler.transforms.split import split_bounds
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
 TILE_A = 128               # a transposed operand's block: rows along the outer dim
 TILE_INNER = 64            # ... and along the innermost: four cache lines of floats
+TRANSPOSE_BLOCK = 16       # the block brrr_transpose16 (cpp_prelude.h) stages a tile in
 
 
 def choose_cpp(k: Kernel, num_threads: int) -> CppSchedule:
@@ -42,7 +43,7 @@ def _short(k: Kernel, d: int) -> bool:
     element copies. Walking the output instead reads the few strided values of each
     line while the line is in L1 (a conv weight's OIHW -> OHWI copy, d = kh * kw = 9)."""
     size = k.ranges[d]
-    return bool(getattr(size, "is_Integer", False)) and int(size) < 16
+    return bool(getattr(size, "is_Integer", False)) and int(size) < TRANSPOSE_BLOCK
 
 
 def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
