@@ -67,9 +67,10 @@ def classify_failure(brrr: dict, aot_eager: dict | None, eager_mode: dict | None
     shared: aot_eager fails too, in the same way: both raise the same exception type, or
     aot_eager raises where brrr gives a wrong value, or both give wrong values with
     aot_eager's no later (output, mutated input, gradient) than brrr's; the failure is
-    torch's. drift: float16/bfloat16 that matches eager once brrr rounds every op as
-    eager does (low_precision="eager"): the default mode's float32 intermediates, by
-    design, not a wrong value; also when that mode fails only later, and the way
+    torch's. drift: matches eager once brrr rounds as eager does or better (`eager_mode`:
+    the caller's run with low_precision="eager" for float16/bfloat16, the fuzzer's also
+    with libm="accurate"): the defaults' float32 intermediates and fast libm, by design,
+    not a wrong value; also when that mode fails only later, and the way
     aot_eager does (an argmax over drifted bfloat16 values, then torch's gradients)."""
     if aot_eager and aot_eager["status"] == "crash":
         if brrr["status"] != "crash" or _error_type(brrr) == _error_type(aot_eager):

@@ -38,6 +38,7 @@ from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.schedule import choose as choose_schedule
 from brrr_compiler.symbolic import shape, size_sources, strides
+from brrr_compiler.transforms.rounded_libm import round_libm_calls
 
 _graph_ids = itertools.count()
 
@@ -153,7 +154,7 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                          allow_across=(target == "cpp" and cfg.fold_across_rows))
         not_run: dict = {}              # group id -> why it runs through ATen
         lowered = lower_plan(plan, target, threads, cfg.low_precision, not_run,
-                             strict=cfg.strict,
+                             strict=cfg.strict, libm=cfg.libm,
                              verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
         return Planned(plan, *lowered, not_run)
 
@@ -234,19 +235,22 @@ def choose_target(cfg: Config, gm) -> tuple:
 
 def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
                low_precision: str = "float32", failures: dict | None = None,
-               strict: bool = False, verify_ir: bool = False):
+               strict: bool = False, verify_ir: bool = False, libm: str = "fast"):
     """Kernel IR and its schedule (schedule/) for every group that lowers, by group id, and
     each kernel's source printed from the pair, by name (the C++ target's, for its
     translation unit); a group that does not runs through ATen (and
     `failures`, if given, maps its id to why; under `strict`, Config.strict, it is an
     error). `low_precision`: Config.low_precision; `verify_ir`: check each Kernel's rules
-    (kernel_verify.py; a break raises KernelIRError, never a silent fallback)."""
+    (kernel_verify.py; a break raises KernelIRError, never a silent fallback); `libm`:
+    Config.libm."""
     kernels, specs, printed, schedules = {}, {}, {}, {}
     sources = size_sources(plan.graph.graph)
     for g in plan.groups:
         try:
             k = lower_group(g, g.name, use_scratch=(target == "cpp"),
                             round_results=(low_precision == "eager"))
+            if libm == "accurate":
+                k = round_libm_calls(k)
             if verify_ir:
                 verify(k)
             sched = choose_schedule(k, "cpp" if target == "cpp" else "triton", num_threads)

@@ -21,6 +21,7 @@ from brrr_compiler.config_checks import (
 FUSION_POLICIES = ("cost", "greedy", "none")
 TARGETS = ("auto", "cpp", "triton")
 LOW_PRECISION_MODES = ("eager", "float32")
+LIBM_MODES = ("fast", "accurate")
 # torch.compile's modes (torch/__init__.py); what each does in brrr: README.md, Options
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")     # as in inductor
@@ -94,6 +95,11 @@ class Config:
     # and at least as accurate, but not eager's bits; inductor's default does the same
     # but also drops the program's own casts)
     low_precision: str = "float32"
+    # float32 (and float16/bfloat16) transcendental functions in C++ kernels: "fast" calls
+    # libmvec's float kernels (2-4 ulp; eager's are within 1), "accurate" evaluates them
+    # in double and rounds once (correctly rounded, 2-6x the function's cost:
+    # transforms/rounded_libm.py)
+    libm: str = "fast"
     # under AUTOTUNE_MODES: a merge whose predicted times before and after differ by less
     # than this factor is measured (cost/measured.py); 1 measures none, a huge one all
     autotune_margin: float = DEFAULT_AUTOTUNE_MARGIN
@@ -139,6 +145,7 @@ _OPTIONS = {
     "segments": (as_bool, "BRRR_SEGMENTS"),
     "verify_ir": (as_bool, "BRRR_VERIFY_IR"),
     "low_precision": (_choice(*LOW_PRECISION_MODES), "BRRR_LOW_PRECISION"),
+    "libm": (_choice(*LIBM_MODES), "BRRR_LIBM"),
     "fold_across_rows": (as_bool, "BRRR_FOLD_ACROSS_ROWS"),
     "autotune_margin": (as_ratio, "BRRR_AUTOTUNE_MARGIN"),
 }

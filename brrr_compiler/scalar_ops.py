@@ -37,6 +37,10 @@ EXPENSIVE = 2 * TRANSCENDENTAL
 # Stmt.value of an exp whose argument cannot be positive (transforms/signs.py): C++ prints a
 # cheaper exp for it
 NONPOSITIVE = "nonpositive"
+# Stmt.value of a float libm call evaluated in double and rounded once (Config.libm=
+# "accurate", transforms/rounded_libm.py): correctly rounded where libmvec's float kernels
+# are 2-4 ulp off, at 2-6x the function's cost (benchmarks/results/notes/float32_libm.md)
+ROUNDED = "rounded"
 
 # operand domains
 FLOAT = "float"          # floating operands (float16/bfloat16 compute in float32)
@@ -128,9 +132,17 @@ def _libm(name, arity=1, triton=None, transcendentals=1, libmvec=True, **kw) -> 
     unless not `libmvec`) and Triton from triton.language (`triton`) or libdevice."""
     args = ", ".join(f"{{{i}}}" for i in range(arity))
     libdevice = "" if triton else name
-    _row(name, arity, getattr(torch, name), kw.pop("cpp", f"brrr_libm_{name}{{f}}({args})"),
+    cpp = kw.pop("cpp", Form(f"brrr_libm_{name}{{f}}({args})",
+                             marked=((ROUNDED, _rounded(name, arity)),)))
+    _row(name, arity, getattr(torch, name), cpp,
          triton or f"libdevice.{name}({args})", flops=0, transcendentals=transcendentals,
          libdevice=libdevice, libmvec=libmvec, operands=FLOAT, **kw)
+
+
+def _rounded(name: str, arity: int) -> str:
+    """The C++ form of libm function `name` evaluated in double and rounded to {ct}."""
+    wide = ", ".join(f"(double){{{i}}}" for i in range(arity))
+    return f"(({{ct}})brrr_libm_{name}({wide}))"
 
 
 def _infix(name, ref, cpp_op, triton_op=None, result=SAME, **kw) -> None:
@@ -157,7 +169,8 @@ _libm("cos", triton="tl.cos({0})")
 for _name in ("tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
               "atanh"):
     _libm(_name)
-_libm("erf", triton="tl.erf({0})", cpp=Form("brrr_erff({0})", double="brrr_libm_erf({0})"))
+_libm("erf", triton="tl.erf({0})", cpp=Form("brrr_erff({0})", double="brrr_libm_erf({0})",
+                                            marked=((ROUNDED, _rounded("erf", 1)),)))
 _libm("erfc")
 _libm("pow", 2, transcendentals=2)
 _libm("atan2", 2, transcendentals=2)

@@ -63,6 +63,7 @@ def test_cudagraphs_no_turns_them_off():
     ({"fusion": "gredy"}, ["'cost', 'greedy' or 'none'", "did you mean 'greedy'?"]),
     ({"target": "cuda"}, ["option target='cuda'", "'auto', 'cpp' or 'triton'"]),
     ({"low_precision": "float"}, ["'eager' or 'float32'", "did you mean 'float32'?"]),
+    ({"libm": "exact"}, ["option libm='exact'", "'fast' or 'accurate'"]),
     ({"autotune_margin": 0.5}, ["option autotune_margin=0.5 (a float)", "a number >= 1"]),
     ({"autotune_margin": "2"}, ["option autotune_margin='2'", "a number >= 1"]),
     ({"autotune_margin": float("inf")}, ["option autotune_margin=inf", "a number >= 1"]),
@@ -82,6 +83,7 @@ def test_bad_option_values_name_the_option_and_what_it_accepts(options, names):
     ("BRRR_TARGET", "gpu", "'auto', 'cpp' or 'triton'"),
     ("BRRR_MODE", "turbo", "'reduce-overhead'"),
     ("BRRR_LOW_PRECISION", "bf16", "'eager' or 'float32'"),
+    ("BRRR_LIBM", "sleef", "'fast' or 'accurate'"),
     ("BRRR_CACHE_DIR", "   ", "directory path"),
     ("BRRR_AUTOTUNE_MARGIN", "wide", "a number >= 1"),
 ])
@@ -97,15 +99,15 @@ def test_every_variable_is_read():
               "BRRR_TARGET": "cpp", "BRRR_MODE": "max-autotune", "BRRR_CUDAGRAPHS": "0",
               "BRRR_STRICT": "yes", "BRRR_CHECK_STRIDES": "true", "BRRR_LOW_PRECISION": "eager",
               "BRRR_VERIFY_IR": "1", "BRRR_FOLD_ACROSS_ROWS": "0",
-              "BRRR_AUTOTUNE_MARGIN": "2.5", "BRRR_SEGMENTS": "0"}
+              "BRRR_AUTOTUNE_MARGIN": "2.5", "BRRR_SEGMENTS": "0", "BRRR_LIBM": "accurate"}
     assert set(values) == set(_ENV)
     cfg = build_config(environ=values)
     assert (cfg.fusion, cfg.device, cfg.cache_dir, cfg.cache_max_bytes, cfg.calibration_dir,
             cfg.debug_dir, cfg.cxx, cfg.num_threads, cfg.target, cfg.mode, cfg.cudagraphs,
             cfg.strict, cfg.check_strides, cfg.low_precision, cfg.verify_ir,
-            cfg.fold_across_rows, cfg.autotune_margin, cfg.segments) == (
+            cfg.fold_across_rows, cfg.autotune_margin, cfg.segments, cfg.libm) == (
         "cost", "h100", "/c", 1 << 20, "/k", "/d", "clang++", 3, "cpp", "max-autotune", False,
-        True, True, "eager", True, False, 2.5, False)
+        True, True, "eager", True, False, 2.5, False, "accurate")
 
 
 @pytest.mark.parametrize("mode,measures", [("default", False), ("reduce-overhead", False),

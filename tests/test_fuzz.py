@@ -26,9 +26,11 @@ SLICE = range(100, 112)
 # saved for the backward but copied after the graph mutated it (7882) or saved as a view
 # (8934), a division by a row constant done two ways in one kernel (9056), gcc's jump
 # threading breaking a masked row min (15026), bool and index outputs flipped near ties
-# and judged by how often they disagree with float64 (24499, 24717, 25068)
+# and judged by how often they disagree with float64 (24499, 24717, 25068), an argmax of
+# cosines 3 ulp apart that libmvec's cosf rounds alike (17194: drift, as libm="accurate"
+# matches eager)
 FIXED = (48, 655, 682, 1067, 1407, 1893, 1920, 1995, 4064, 5256, 5552, 7882, 8934, 9056, 15026,
-         24499, 24717, 25068)
+         17194, 24499, 24717, 25068)
 
 
 def test_a_seed_always_makes_the_same_graph():
