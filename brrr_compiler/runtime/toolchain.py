@@ -33,13 +33,17 @@ flow in loop"). In a float sum over a chunk that is 1024 sequential adds, and re
 drifted from eager's (fuzz seeds 5256 and 8091). Unswitched, the test is a select on a
 broadcast mask in the one vector loop.
 
-`-fno-thread-jumps` (gcc's): two selects on one mask (a where and a masked_fill of the
-same bool) reach gcc as two branches on one condition; jump threading joins them into
-one branch with a copy of the loop body on each side, and if-conversion then merges the
-copies with masked loads and stores. gcc 12 got an `omp simd` reduction wrong in that
-shape: the NaN flag of an amin came back set with no NaN in the row (fuzz seed 15026,
-NaN where eager gives -7.0; right at -O1). Generated loops have no control flow of their
-own to thread.
+`-fno-code-hoisting` (gcc's): two selects on one mask (a where and a masked_fill of the
+same bool) reach gcc as two branches on one condition; gcc joins them into one branch
+with a copy of the loop body on each side, hoists code out of the copies, and
+if-conversion then merges them with masked loads and stores. gcc 12 got an `omp simd`
+reduction wrong in that shape: the NaN flag of an amin came back set with no NaN in the
+row (fuzz seed 15026, NaN where eager gives -7.0; right at -O1). Without code hoisting
+the shape stays right. `-fno-thread-jumps` avoided it as well, but together with
+`-fno-tree-sink` and AVX2 tuning (-march=haswell or znver3, not x86-64-v3) gcc 12 then
+miscompiled a concatenation of nine pieces, selects between loads at clamped indices:
+one element read another input's buffer (tests/e2e/test_cat_and_slices.py,
+test_cat_of_many_inputs_keeps_one_loop; right with either flag alone).
 """
 from __future__ import annotations
 
@@ -63,7 +67,7 @@ BASE_FLAGS = ("-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-
 NATIVE_FLAG = "-march=native"
 NO_UNDEFINED = "-Wl,--no-undefined"
 DEFAULT_COMPILERS = ("g++", "c++", "clang++")
-GCC_FLAGS = ("-fno-tree-sink", "-fno-unswitch-loops", "-fno-thread-jumps")  # the module note
+GCC_FLAGS = ("-fno-tree-sink", "-fno-unswitch-loops", "-fno-code-hoisting")  # the module note
 # tried in this order: with -march=native, then without, then without -Wl,--no-undefined;
 # each with GCC_FLAGS, then without them
 _FLAG_SETS = tuple(flags + extra for flags in (

@@ -86,7 +86,9 @@ def test_cat_along_an_outer_dim_keeps_one_loop(dim):
 
 
 def test_cat_of_many_inputs_keeps_one_loop():
-    """Past MAX_PIECES pieces (transforms/split.py) the loop stays whole, clamped and selected."""
+    """Past MAX_PIECES pieces (transforms/split.py) the loop stays whole, clamped and selected.
+    gcc 12 with both -fno-tree-sink and -fno-thread-jumps, tuned for AVX2, read one element
+    from another input's buffer (runtime/toolchain.py's note on -fno-code-hoisting)."""
     gen = torch.Generator().manual_seed(6)
     xs = [torch.randn(3, n, generator=gen) for n in (1, 2, 3, 1, 2, 3, 1, 2, 3)]
     graphs = check_against_eager(lambda *xs: torch.cat([x * 2 for x in xs], dim=-1) + 1, *xs,

@@ -141,7 +141,7 @@ def test_where_with_a_bool_condition(shape):
 def test_one_mask_selecting_for_a_row_min_and_a_fill():
     """A where feeding a row's amin and a masked_fill of the same mask, in one kernel.
     gcc 12 threaded the two selects into one branch and then got the amin's NaN flag
-    wrong: NaN for every row (fuzz seed 15026; built with -fno-thread-jumps now)."""
+    wrong: NaN for every row (fuzz seed 15026; built with -fno-code-hoisting now)."""
     x = _randn(1, 512, 13, grad=False).transpose(-1, -2)
     s = torch.randn(1, 1, 1, dtype=torch.float64).expand(1, 1, 512)
 
