@@ -13,7 +13,7 @@ import platform
 from pathlib import Path
 
 COLUMNS = ("| variant | mode | ops | samples | skipped | passed | brrr-only | shared "
-           "| low-precision drift | not run |")
+           "| drift | not run |")
 
 
 def jsonl_files(base: str) -> list:
@@ -154,7 +154,7 @@ def _section(title: str, rows: list, jobs: list, args) -> list:
     return [f"## {title}", "", *_table(rows, jobs, mode), "", "### brrr-only failures", "",
             *_failures(rows, "brrr-only", args), "", "### Shared with aot_eager (torch's)", "",
             *_failures(rows, "shared", args), "",
-            "### Low-precision drift (matches eager under low_precision=\"eager\")", "",
+            "### Drift (matches eager under libm=\"accurate\", and low_precision=\"eager\" in float16/bfloat16)", "",
             *_failures(rows, "drift", args), ""]
 
 
@@ -177,10 +177,11 @@ def summary(records: list, jobs: list, args, seconds: float | None) -> str:
              "float16/bfloat16 values outside eager's tolerance pass when they are no further "
              "from a float64 run of the sample than eager is. A failing sample runs under "
              "aot_eager too: *shared* failures fail there as well (torch's, not brrr's); "
-             "*brrr-only* ones are brrr's bugs (target: 0). A float16/bfloat16 failure "
-             "that passes when brrr rounds every op as eager does (`low_precision=\"eager\"`) "
-             "is *low-precision drift*: the default mode's float32 intermediates, listed "
-             "apart. Variants: *op* the function, "
+             "*brrr-only* ones are brrr's bugs (target: 0). A value mismatch that passes "
+             "when brrr rounds as eager does or better (`libm=\"accurate\"`: correctly "
+             "rounded transcendental functions; in float16/bfloat16 also "
+             "`low_precision=\"eager\"`: every op rounded) is *drift*: the defaults' fast "
+             "libm and float32 intermediates, listed apart. Variants: *op* the function, "
              "*inplace* its in-place method (forward: on the compiled function's argument; "
              "grad: on a clone), *out* its out= overload. *not run*: jobs of the plan this "
              "report has no samples for yet (the sweep is resumable).", ""]
