@@ -138,7 +138,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     elif kind == "forward":
         gm = capture.protect_saved_mutated_inputs(gm)
         gm.meta[passes.LAYOUT_FREE_OUTPUTS] = capture.saved_output_indices(gm)
-    gm = passes.run_pipeline(gm, cfg.passes)
+    # eager's strides before the passes too: remove_noops judges a clone by its strides
+    gm = passes.run_pipeline(eager_strides.follow_eager(gm), cfg.passes)
     gm = eager_strides.follow_eager(gm)
     capture.report_output_strides(gm)
     dumps.write("aten_after.py", gm.code)

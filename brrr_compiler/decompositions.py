@@ -161,6 +161,23 @@ def slice_backward(grad, input_sizes, dim, start, end, step):
     return aten.cat.default(parts, dim) if len(parts) > 1 else aten.clone.default(grad)
 
 
+def _contiguous_first(op):
+    """torch's decomposition of softmax or log_softmax, its input cloned contiguous first.
+    torch's begins with x.contiguous() (eager's kernels write contiguous results), which
+    records no node when the traced value is contiguous already: a float16/bfloat16
+    pointwise result is, to FakeTensor, until eager_strides gives it eager's strides
+    (transposed, say), and the softmax then followed them (fuzz seed 26543). The clone
+    fuses into the kernel: no copy is made."""
+    from torch._decomp import decomposition_table
+
+    torch_decomposition = decomposition_table[op]
+
+    def decomposition(x, dim, half_to_float):
+        x = aten.clone.default(x, memory_format=torch.contiguous_format)
+        return torch_decomposition(x, dim, half_to_float)
+    return decomposition
+
+
 def table() -> dict:
     return {op: eager_layout(op, fn) for op, fn in _decompositions().items()}
 
@@ -179,5 +196,7 @@ def _decompositions() -> dict:
         aten.min.default: _extreme_all(aten.amin.default),
         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
         aten.slice_backward.default: slice_backward,
+        aten._softmax.default: _contiguous_first(aten._softmax.default),
+        aten._log_softmax.default: _contiguous_first(aten._log_softmax.default),
         **batch_norm_decomposition.table(),
     }
