@@ -11,7 +11,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 from torch.utils._pytree import tree_flatten
 
-from brrr_compiler.accuracy import LOW_PRECISION_TOL, within_eager_error
+from brrr_compiler.accuracy import LOW_PRECISION_TOL, rounded_each_op, within_eager_error
 from brrr_compiler.backend import brrr_backend
 from brrr_compiler.capture import decomposition_table
 from brrr_compiler.kernel_eval import run_kernel
@@ -63,13 +63,18 @@ def _same_layout(a: torch.Tensor, e: torch.Tensor) -> bool:
     return all(sa == se for n, sa, se in zip(e.shape, a.stride(), e.stride()) if n > 1)
 
 
-def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=None) -> None:
+def _aligned(tree, n: int) -> list:
+    """The tensors of `tree` if there are `n` of them, else n Nones."""
+    tensors = _tensors(tree) if tree is not None else []
+    return tensors if len(tensors) == n else [None] * n
+
+
+def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=None,
+             rounded=None) -> None:
     actual, expected = _tensors(actual), _tensors(expected)
-    reference = _tensors(reference) if reference is not None else []
-    if len(reference) != len(expected):
-        reference = [None] * len(expected)
+    reference, rounded = _aligned(reference, len(expected)), _aligned(rounded, len(expected))
     assert len(actual) == len(expected), f"{what}: {len(actual)} tensors, eager has {len(expected)}"
-    for i, (a, e, r) in enumerate(zip(actual, expected, reference)):
+    for i, (a, e, r, ro) in enumerate(zip(actual, expected, reference, rounded)):
         given = atol is not None or rtol is not None
         tol = dict(atol=atol, rtol=rtol) if given else LOW_PRECISION_TOL.get(e.dtype, {})
         try:
@@ -77,7 +82,7 @@ def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=N
                          msg=lambda m, i=i: f"{what} {i} differs from eager:\n{m}")
         except AssertionError:
             if a.dtype != e.dtype or a.shape != e.shape or \
-                    not within_eager_error(a, e, r):
+                    not within_eager_error(a, e, r, rounded=ro):
                 raise
         if strides:
             assert _same_layout(a, e), \
@@ -120,7 +125,9 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
     bfloat16 value that misses eager's tolerance against the same program run in float64
     instead: it passes if it is no further from that than eager is. `reference` may be
     that float64 program itself (a function like `fn` whose casts to lower precision
-    are float64 too: the exact math a float32-intermediate chain approximates).
+    are float64 too: the exact math a float32-intermediate chain approximates). With
+    `reference`, a bool or integer output may also match `fn` run with each op
+    correctly rounded (brrr_compiler/accuracy.py) as well as eager does.
     Returns the GraphReports of the graphs brrr compiled.
     """
     if not grad:
@@ -140,7 +147,9 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
     ref_fn = reference if callable(reference) else fn
     ref_out, ref_args, ref_grads = _float64_reference(ref_fn, args, grad, params, expected) \
         if reference else (None, None, None)
-    _compare(actual, expected, atol, rtol, "output", strides or strict, ref_out)
+    rounded = rounded_each_op(fn, *[clone_input(a).detach() if isinstance(a, torch.Tensor)
+                                    else a for a in args]) if reference else None
+    _compare(actual, expected, atol, rtol, "output", strides or strict, ref_out, rounded)
     if strict:
         _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args)
     if grad:

@@ -7,7 +7,7 @@ a looser bound."""
 import torch
 
 from brrr_compiler import demo
-from brrr_compiler.accuracy import matches, within_eager_error
+from brrr_compiler.accuracy import matches, rounded_each_op, within_eager_error
 
 
 def _chain(n=256):
@@ -81,3 +81,27 @@ def test_a_comparison_flipping_near_ties_passes_when_no_further_from_float64():
     moved[7] = (moved[7] + 1) % 64
     assert not matches(moved, index, index)
     assert not within_eager_error(moved, index, None)
+
+
+def test_rounded_each_op_rounds_every_result_once_to_eagers_dtype():
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(4)).half()
+    out = rounded_each_op(lambda x: ((x * 3).exp() + 1).argmax(), x)
+    assert out == ((x.double() * 3).half().double().exp().half().double() + 1).argmax()
+    prod = rounded_each_op(lambda x: (x * 3).exp(), x)
+    assert prod.dtype == torch.float16
+    assert torch.equal(prod, (x.double() * 3).half().double().exp().half())
+    y = x.clone()
+    assert torch.equal(rounded_each_op(lambda t: t.mul_(2).add(0), y), x * 2)   # in place
+    assert torch.equal(y, x * 2)
+
+
+def test_an_index_may_match_the_correctly_rounded_program_instead():
+    """Fuzz seed 28850 (float16): argmax over a row whose two largest entries eager's
+    softmax rounds apart (one of them up by an ulp) and brrr's rounds equal: brrr takes
+    the first, the float64 program the second. brrr's index is the one the program
+    with each op correctly rounded gives; a wrong index matches neither oracle."""
+    exact, eager = torch.tensor([1, 1, 3]), torch.tensor([1, 1, 3])
+    rounded = torch.tensor([0, 1, 3])
+    assert within_eager_error(rounded.clone(), eager, exact, rounded=rounded)
+    assert not within_eager_error(rounded.clone(), eager, exact)
+    assert not within_eager_error(torch.tensor([2, 1, 3]), eager, exact, rounded=rounded)
