@@ -10,6 +10,12 @@ throughout. A short float partial would add its values one after another (too fe
 partial per vector lane), where eager's sums keep four interleaved partials: the mean of
 8 equal values came out an ulp off where eager's is exact, and (x - mean) * rsqrt(var +
 1e-5) made that 316 ulps. In double a sum of fewer than 2^29 float values is exact.
+
+A sum of a value that is the same all along the innermost reduced dim (an input expanded
+along it) adds in double in the lanes too (`invariant`): gcc turns the simd loop over a
+loop-invariant summand into scalar adds one after another, and a mean over 64 copies of
+one float came out 12 ulp off, 3x eager's error (fuzz seed 25873). Those loops run no
+vector adds either way, so double costs nothing there.
 """
 from __future__ import annotations
 
@@ -63,8 +69,10 @@ def is_short(extent) -> bool:
 class Accumulators:
     """Declarations, folds and results of a kernel's reductions' partials."""
 
-    def __init__(self, ctype: dict, arg_dtype: dict, short: bool = False):
+    def __init__(self, ctype: dict, arg_dtype: dict, short: bool = False,
+                 invariant: frozenset = frozenset()):
         self.ctype, self.arg_dtype, self.short = ctype, arg_dtype, short
+        self.invariant = invariant     # reductions of an invariant summand (module note)
 
     def partials(self, r: Stmt, indent: str, nt: int) -> list[str]:
         """Per-thread partial results sp_*[t] (and NaN flags, arg indices), initialised."""
@@ -86,7 +94,8 @@ class Accumulators:
         element sum then stays within a few ulp of the exact value, and the exp-and-sum
         loop of softmax keeps full-width float vectors (double lanes cost it ~12%).
         Short sums add in double in the lanes too (the module note)."""
-        if r.value == "sum" and r.dtype is torch.float32 and (self.short or not lanes):
+        if r.value == "sum" and r.dtype is torch.float32 and \
+                (self.short or not lanes or r.out in self.invariant):
             return "double"
         if r.value in ("any", "all"):
             return "int"          # int, not bool: bool accumulators stop gcc vectorizing
@@ -120,3 +129,14 @@ class Accumulators:
         if r.value in ("max", "min"):
             return f"const {ct} {r.out} = nan_{r.out} ? ({ct})__builtin_nan(\"\") : acc_{r.out};"
         return f"const {ct} {r.out} = ({ct})acc_{r.out};"
+
+
+def invariant_sums(stmts: list[Stmt], var) -> frozenset:
+    """The sums in `stmts` whose summand does not depend on the loop variable `var`."""
+    varying = set()
+    for s in stmts:
+        own = s.index is not None and var in sympy.sympify(s.index).free_symbols
+        if s.out and (own or any(a in varying for a in s.args)):
+            varying.add(s.out)
+    return frozenset(s.out for s in stmts if s.op == "reduce" and s.value == "sum"
+                     and s.args and s.args[0] not in varying)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import sympy
 import torch
 
-from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update, is_short,
-                                                     update)
+from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update,
+                                                     invariant_sums, is_short, update)
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
@@ -49,7 +49,10 @@ class ReductionPrinter:
         self.online = pair_at(kernel, sched.online)   # max and sum of exps in one walk
         rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head)
         self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
-        self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent))
+        inner = kernel.reduction_vars[-1] if kernel.reduction_vars else None
+        self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent),
+                                invariant_sums(kernel.body, inner) if inner is not None
+                                else frozenset())
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False) -> list[str]:
         """`shared`: values the split row's threads read from outside their parallel

@@ -53,3 +53,20 @@ def test_batch_norm_of_a_constant_channel():
 def test_group_norm_of_constant_groups():
     x = torch.randn(4, 1, 1, 1, generator=torch.Generator().manual_seed(3)).expand(4, 6, 5, 5)
     check_against_eager(lambda x: F.group_norm(x, 3), x, grad=False, strict=True)
+
+
+def test_a_plain_mean_of_an_expanded_input_is_the_value():
+    """x - x.mean(0) over an input expanded along dim 0, fused with a store over the full
+    domain (fuzz seed 25873): the summand is the same all along the reduced dim, and
+    gcc added it up one value after another in float (12 ulp over 64 rows). It now adds
+    in double (codegen/cpp_accumulators.py), and the difference is exactly 0."""
+    x = torch.randn(1, 16, 8, generator=torch.Generator().manual_seed(25873)).expand(64, 16, 8)
+
+    def fn(x):
+        return torch.sigmoid(x.clamp(-0.5, 0.7)), x - x.mean(0, keepdim=True)
+
+    check_against_eager(fn, x, grad=False, strict=True)
+    torch._dynamo.reset()
+    _, centred = torch.compile(fn, backend="brrr")(x)
+    torch._dynamo.reset()
+    assert (centred == 0).all()
