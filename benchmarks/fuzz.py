@@ -39,7 +39,7 @@ if str(REPO_ROOT) not in sys.path:
 
 ATTEMPTS = 8
 
-from benchmarks.op_sweep_report import STAGES, classify_failure  # noqa: E402
+from benchmarks.op_sweep_report import STAGES, classify_failure, rounding_options  # noqa: E402
 
 
 def pattern_for(seed: int, max_numel: int = 1 << 19):
@@ -76,8 +76,7 @@ def check(seed: int, max_numel: int = 1 << 19) -> dict:
     if brrr["status"] == "pass":
         return row
     low = "float16" in p.script() or "bfloat16" in p.script()
-    rounding = {"libm": "accurate", **({"low_precision": "eager"} if low else {})}
-    eager_mode = _run(p, None, rounding) if brrr["status"] == "mismatch" else None
+    eager_mode = _run(p, None, rounding_options(low)) if brrr["status"] == "mismatch" else None
     status = classify_failure(brrr, _run(p, "aot_eager", None), eager_mode)
     row.update(status=status, stage=brrr["stage"], detail=brrr["detail"])
     return row

@@ -130,18 +130,13 @@ def worker(jobs_path: str, out_path: str, limit) -> None:
                                                 strict=True)
             if row["brrr"]["status"] == h.MISMATCH:
                 row["eager_mode"] = h.run_sample(op, samples[i], None, grad, variant, strict=True,
-                                                 options=_rounding(dtype))
+                                                 options=report.rounding_options(
+                                                     dtype in (torch.float16, torch.bfloat16)))
             out.write(json.dumps(dict(row, t=time.time())) + "\n")
             out.flush()
         out.write(json.dumps(dict(base, done=len(samples))) + "\n")
         out.flush()
         print(f"END {n}", flush=True)
-
-
-def _rounding(dtype) -> dict:
-    """brrr's options that round as eager does or better (the module note's drift)."""
-    low = dtype in (torch.float16, torch.bfloat16)
-    return {"libm": "accurate", **({"low_precision": "eager"} if low else {})}
 
 
 # ---- the driver: restarts the worker past deaths and stalls --------------------------

@@ -61,6 +61,13 @@ def _error_type(result: dict) -> str:
     return result.get("detail", "").split(":")[0].split(" at ")[0]
 
 
+def rounding_options(low_precision: bool) -> dict:
+    """brrr's options that round as eager does or better (a mismatch that passes under
+    them is drift): correctly rounded libm, and in float16/bfloat16 eager's per-op
+    rounding of low-precision intermediates."""
+    return {"libm": "accurate", **({"low_precision": "eager"} if low_precision else {})}
+
+
 def classify_failure(brrr: dict, aot_eager: dict | None, eager_mode: dict | None) -> str:
     """brrr-only, shared or drift, for a sample (or graph) brrr failed.
 

@@ -38,7 +38,6 @@ from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.schedule import choose as choose_schedule
 from brrr_compiler.symbolic import shape, size_sources, strides
-from brrr_compiler.transforms.rounded_libm import round_libm_calls
 
 _graph_ids = itertools.count()
 
@@ -249,9 +248,7 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
     for g in plan.groups:
         try:
             k = lower_group(g, g.name, use_scratch=(target == "cpp"),
-                            round_results=(low_precision == "eager"))
-            if libm == "accurate":
-                k = round_libm_calls(k)
+                            round_results=(low_precision == "eager"), libm=libm)
             if verify_ir:
                 verify(k)
             sched = choose_schedule(k, "cpp" if target == "cpp" else "triton", num_threads)

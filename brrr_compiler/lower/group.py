@@ -33,6 +33,7 @@ from brrr_compiler.lower.reduce_rules import ReductionEmitter
 from brrr_compiler.lower.row_division import row_reciprocal_div
 from brrr_compiler.lower.scalar_rules import (LOW_PRECISION, Body, Namer, V, lower_node,
                                               normalized, opmath)
+from brrr_compiler.transforms.rounded_libm import round_libm_calls
 from brrr_compiler.transforms.signs import mark_nonpositive_exps
 from brrr_compiler.partition.domains import after_rows
 from brrr_compiler.reduction_spec import reduction_spec
@@ -221,11 +222,14 @@ def _is_reduced_output(node, domain, dims) -> bool:
                            and any(domain[d] != 1 for d in dims))
 
 
-def lower_group(group, name: str, use_scratch: bool = False, round_results: bool = True) -> Kernel:
+def lower_group(group, name: str, use_scratch: bool = False, round_results: bool = True,
+                libm: str = "fast") -> Kernel:
     """The Kernel computing `group`'s outputs, loops ordered for its first output.
     `round_results` (Config.low_precision="eager"; the default here): every float16/
     bfloat16 node's value is rounded to its dtype, as eager holds it; without, values stay
-    float32 between ops, and only the casts the program wrote and the stores round."""
+    float32 between ops, and only the casts the program wrote and the stores round.
+    `libm` (Config.libm): "accurate" marks the transcendental calls that have a
+    correctly rounded form (transforms/rounded_libm.py)."""
     domain = [indexing.to_sympy(s) for s in group.domain]
     dims = tuple(group.reduced_dims)
     outer = [d for d in range(len(domain)) if d not in dims]
@@ -259,8 +263,8 @@ def lower_group(group, name: str, use_scratch: bool = False, round_results: bool
     low.__dict__.clear()    # a cycle (its reducer): freed now, not by the cycle collector
     if kernel.scratch and reduces_outer_dim(kernel):
         return lower_group(group, name, use_scratch=False,    # the tiled schedule recomputes
-                           round_results=round_results)
-    return kernel
+                           round_results=round_results, libm=libm)
+    return round_libm_calls(kernel) if libm == "accurate" else kernel
 
 
 def _outer_strides(group, domain, dims):

@@ -42,7 +42,6 @@ from brrr_compiler.runtime.runner import build_runner, make_call
 from brrr_compiler.runtime.script_inputs import input_specs, smallest_dim, tensor_spec
 from brrr_compiler.runtime.script_main import random_input
 from brrr_compiler.symbolic import shape, strides
-from brrr_compiler.transforms.rounded_libm import round_libm_calls
 
 KEEP_INPUT_BYTES = 1 << 30      # random inputs kept for later measurements of the graph
 NOT_TRITON = ("Triton kernels are not measured (that needs a GPU run, which brrr's "
@@ -109,8 +108,9 @@ class Autotuner:
         for i, (members, stored) in enumerate(kernels):
             group = group_of_members(i, members, stored, order)
             k = lower_group(group, f"autotune_{side}{i}", use_scratch=True,
-                            round_results=(self.cfg.low_precision == "eager"))
-            out.append((round_libm_calls(k) if self.cfg.libm == "accurate" else k, group))
+                            round_results=(self.cfg.low_precision == "eager"),
+                            libm=self.cfg.libm)
+            out.append((k, group))
         return out
 
     def _reads(self, sides: dict) -> list[str]:
