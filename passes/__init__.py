@@ -24,13 +24,14 @@ from .conv_channels_last import LAYOUT_FREE_OUTPUTS, conv_channels_last
 from .cse import cse
 from .dce import dce
 from .fill_constants import fill_constants
+from .full_reductions import full_reductions
 from .mask_index_put import mask_index_put
 from .remove_noops import remove_noops
 
 Pass = Callable[[GraphModule], GraphModule]
 
 PIPELINE: tuple[Pass, ...] = (conv_channels_last, remove_noops, fill_constants, mask_index_put,
-                              cse, dce)
+                              full_reductions, cse, dce)
 PASSES: dict[str, Pass] = {p.__name__: p for p in PIPELINE}
 
 # A child of the "brrr" logger that brrr_compiler.log configures.
