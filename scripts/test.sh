@@ -11,4 +11,6 @@ if [ -z "${BRRR_NO_TRITON:-}" ]; then
   .venv/bin/python -m pip install -q -e ".[triton]"
 fi
 # One pytest worker per core (pytest-xdist); BRRR_TEST_WORKERS=0 runs in one process.
-exec .venv/bin/python -m pytest -q -n "${BRRR_TEST_WORKERS:-auto}" "$@"
+# worksteal: a worker that runs out takes queued tests from the other, so one long test
+# near the end does not leave a core idle.
+exec .venv/bin/python -m pytest -q -n "${BRRR_TEST_WORKERS:-auto}" --dist worksteal "$@"

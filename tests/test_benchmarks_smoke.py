@@ -23,6 +23,7 @@ def _run_quick(script: str, tmp_path, *extra: str, quick: bool = True) -> str:
     return proc.stdout
 
 
+@pytest.mark.scripts
 @pytest.mark.parametrize("script, out, headings", [
     ("bench_kernels.py", "kernels.md", ["## Targets", "## Time per call",
                                         "## Masks beside their unmasked twins",
@@ -52,6 +53,7 @@ def test_quick_mode_writes_its_results(tmp_path, script, out, headings):
 
 # MobileNetV2 trains in the full suite only: Dynamo alone takes a minute or two to trace
 # its seventeen blocks' forward and backward on a loaded 2-core machine.
+@pytest.mark.scripts
 @pytest.mark.parametrize("models, modes", [
     ("gpt2,bert,llama,t5,vit,resnet,convnext,mlp,norm_block", "inference1,training"),
     ("mobilenet", "inference1"),

@@ -272,6 +272,7 @@ def test_cudagraphs_on_cpu_warns_and_runs(monkeypatch):
     assert graphs[0].kernels
 
 
+@pytest.mark.scripts
 def test_bench_gpu_runs_end_to_end_under_the_interpreter(interpreter, tmp_path):
     out = tmp_path / "bench.md"
     proc = subprocess.run(
