@@ -12,11 +12,12 @@ than eager; a wrong kernel is off by far more than either.
 A bool or integer output computed from floats (a comparison, an argmax) has no units to
 count: a value a few ulp from a tie flips it. It passes when it disagrees with the
 float64 result in no more elements than eager does, or disagrees in no more elements
-than that with the program run with each op correctly rounded (`rounded_each_op`). The second oracle is for ties: in float16, a softmax value that brrr rounds
-correctly and eager rounds up an ulp made two entries of a row equal, and argmax took
-the first of them, where the float64 program (and, by its lucky rounding, eager) took
-the second. An integer output that float rounding cannot reach is eager's own in
-float64, so it must equal eager's exactly.
+than that with the program run with each op correctly rounded (`rounded_each_op`).
+The second oracle is for ties: in float16, a softmax value that brrr rounds correctly
+and eager rounds up an ulp made two entries of a row equal, and argmax took the first
+of them, where the float64 program (and, by its lucky rounding, eager) took the second.
+An integer output that float rounding cannot reach is eager's own in float64, so it
+must equal eager's exactly.
 """
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """A reduction over every element reads its input without the permutes in front of it.
 
 `x.permute(...).sum()` adds the same elements as `x.sum()`, in another order. Through
-the permute, the sum's loop walks the producer's values in the permuted order, so the
-partitioner sees two domains and keeps the producer (say an exp that is also stored as
-an output) and the sum apart: two kernels, the second re-reading what the first wrote
-(pattern seed 7: eager 0.38 ms, brrr 0.53 ms at L2 size). Read without the permute, the
-sum runs over the producer's own domain and fuses into it.
+the permute, the sum's loop walks the producer's values in the permuted order: a
+strided walk, and a domain that is not the producer's, so the partitioner keeps the
+producer (say an exp that is also stored as an output) and the sum apart. Read without
+the permute, the sum walks the values contiguously, over the producer's own domain,
+where the fusion policy may join the two (pattern seed 7 of benchmarks/patterns.py).
 
 Only reductions whose result does not depend on the order of the elements (sum, mean,
 prod, amax, amin, any, all; argmax would change), over every dim: the result's shape is
