@@ -7,9 +7,9 @@ memory idles during the second walk and the core during the first. Folding both 
 walk, chunk by chunk (max of the chunk, then its exps while the chunk is in L1), keeps
 the hardware prefetcher streaming while the exps run; when a chunk raises the running
 max, the sum so far is rescaled by exp(old max - new max) (in double, once per such
-chunk). Measured on cross_entropy 8192x32000 (1 GB of logits), two threads: 51.8 ms two
-walks (with the next-row prefetch), 37.6 ms one walk; a walk that only reads the row
-takes 38.7 ms, so the exps are now hidden under the memory traffic.
+chunk). On a cross_entropy over 1 GB of logits the single walk takes about as long as
+a walk that only reads the rows: the exps hide under the memory traffic
+(benchmarks/results/notes.md, "One walk for max and sum of exps").
 
 The schedule stage picks the pair (schedule/online.py: CppSchedule.online). It applies
 to two consecutive loop phases when the first folds exactly one reduction, a

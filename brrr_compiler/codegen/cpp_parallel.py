@@ -5,10 +5,9 @@ Note on serial loops. Every parallel loop carries an `if` clause: with too littl
 kernel's sizes are constants and the clause is false for them (the schedule evaluates
 it: CppSchedule.forks, schedule/parallel.py), the printer leaves the
 pragma out and says so in a comment: the loop runs on one thread either way, and g++ no
-longer outlines an OpenMP region for it. Measured with gcc 12 -O3 on the model zoo's
-training graphs: 10-25 ms of compile time per region, about a tenth of the conv net's
-build (its batch norms over 32 and 64 channels and its loss are one tile or one row of
-work each). Kernels with symbolic sizes keep the pragma and decide at run time.
+longer outlines an OpenMP region for it, which costs compile time (a tenth of a conv
+net's build: benchmarks/results/notes.md, "Serial loops without a pragma"). Kernels
+with symbolic sizes keep the pragma and decide at run time.
 """
 from __future__ import annotations
 

@@ -27,7 +27,9 @@ COLUMN_TILE = 256       # the tile when sizes are symbolic, and the narrowest th
 MIN_COLUMN_TILE = 64    # the narrowest tile, so that every thread gets columns (256 over 2 threads)
 MAX_COLUMN_TILE = 2048
 MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per element
-SMALL_BYTES = 1 << 20        # less than this stays in the per-core L2: no prefetch (256^2: 17 -> 19 us)
+# less than this stays in the per-core L2: no prefetch (benchmarks/results/notes.md,
+# "Column prefetch")
+SMALL_BYTES = 1 << 20
 BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
 STAGE_MAX_ROW = 256          # rows longer than this keep their byte loads (codegen/cpp_staging.py)
 IN_ORDER_FOLDS = frozenset({"sum", "prod"})

@@ -18,8 +18,8 @@ STREAM_MIN_BYTES = 32 << 20     # an output this large goes past the last-level 
 # RMS norm), which is where models spend their bf16 kernels (the template handles them)
 STREAM_DTYPES = frozenset({torch.float32, torch.float64})
 MIN_RUN = 1024                  # inner loops shorter than this store in short runs, where
-                                # partial lines flush the write-combining buffers (rotary's
-                                # 32-wide halves: 2.6 -> 7.5 ms, measured)
+                                # partial lines flush the write-combining buffers
+                                # (benchmarks/results/notes.md, "Streaming stores")
 
 
 def streamed(k: Kernel) -> set[str]:
@@ -47,10 +47,10 @@ def streamed_rows(k: Kernel) -> set[str]:
 
 def _contiguous_stores(k: Kernel, inner, numel: int) -> set[str]:
     """STREAM_DTYPES outputs of `numel` values and at least STREAM_MIN_BYTES, stored once,
-    at unit stride along `inner`, never read back (a softmax
-    that keeps its exp row in the output row re-reads it: streaming that output's final
-    store past the cache, over lines the row phase left dirty there, measured 7.7 ->
-    10.4 ms)."""
+    at unit stride along `inner`, never read back (a softmax that keeps its exp row in
+    the output row re-reads it: streaming that output's final store past the cache, over
+    lines the row phase left dirty there, was slower; benchmarks/results/notes.md,
+    "Streaming stores")."""
     allv = k.all_vars()
     read = {s.buffer for s in k.body if s.op == "load"}
     stores = [s for s in k.body if s.op == "store"]
