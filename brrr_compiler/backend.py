@@ -32,7 +32,8 @@ from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lowered_count import LoweredCount
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import PolicyError, partition
-from brrr_compiler.runtime import cache, script, segments, toolchain, trampoline, triton_launch
+from brrr_compiler.runtime import (cache, script, segments, tangents, toolchain, trampoline,
+                                   triton_launch)
 from brrr_compiler.runtime.autotune import Autotuner
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
@@ -112,6 +113,13 @@ def compile_or_aten(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     original = capture.graph_copy(gm)
     mark = capture.output_strides_mark()
     name = f"graph{next(_graph_ids if graph_ids is None else graph_ids)}_{kind}"
+    if kind == "backward":
+        return tangents.zero_missing_tangents(original, _compile_or_aten(
+            gm, cfg, kind, sink, example_inputs, name, original, mark))
+    return _compile_or_aten(gm, cfg, kind, sink, example_inputs, name, original, mark)
+
+
+def _compile_or_aten(gm, cfg, kind, sink, example_inputs, name, original, mark):
     try:
         return compile_graph(gm, cfg, kind, sink, example_inputs, name)
     except Exception as err:
