@@ -18,12 +18,13 @@ from torch.fx import GraphModule
 
 aten = torch.ops.aten
 
-# reductions whose dim argument (position 1) may list the dims, and those without one
-_WITH_DIMS = {aten.sum.dim_IntList, aten.mean.dim, aten.amax.default, aten.amin.default,
-              aten.any.dims}
-_EMPTY_IS_ALL = {aten.sum.dim_IntList, aten.mean.dim, aten.amax.default, aten.amin.default}
-_ALL = {aten.sum.default, aten.mean.default, aten.prod.default, aten.any.default,
-        aten.all.default, aten.amax.default, aten.amin.default}
+# the order-free reductions: for those with a dim argument (position 1, or `dim=`),
+# whether an empty list of dims means every dim (True) or none (False, any.dims); None for
+# those without one (always every dim)
+_ORDER_FREE = {aten.sum.default: None, aten.mean.default: None, aten.prod.default: None,
+               aten.any.default: None, aten.all.default: None,
+               aten.sum.dim_IntList: True, aten.mean.dim: True, aten.amax.default: True,
+               aten.amin.default: True, aten.any.dims: False}
 _PERMUTES = {aten.permute.default, aten.t.default, aten.transpose.int}
 
 
@@ -43,15 +44,14 @@ def full_reductions(gm: GraphModule) -> GraphModule:
 
 def _over_every_dim(node) -> bool:
     val = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
-    if not isinstance(val, torch.Tensor):
+    if not isinstance(val, torch.Tensor) or node.target not in _ORDER_FREE:
         return False
-    if node.target in _ALL and len(node.args) == 1 and "dim" not in node.kwargs:
+    empty_is_all = _ORDER_FREE[node.target]
+    if empty_is_all is None:
         return True
-    if node.target not in _WITH_DIMS:
-        return False
     dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return dims is None or node.target in _EMPTY_IS_ALL
+        return dims is None or empty_is_all
     if isinstance(dims, int):
         dims = [dims]
     rank = max(val.dim(), 1)
