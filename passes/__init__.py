@@ -20,6 +20,7 @@ from typing import Callable
 
 from torch.fx import GraphModule
 
+from .broadcast_reductions import broadcast_reductions
 from .conv_channels_last import LAYOUT_FREE_OUTPUTS, conv_channels_last
 from .cse import cse
 from .dce import dce
@@ -31,7 +32,7 @@ from .remove_noops import remove_noops
 Pass = Callable[[GraphModule], GraphModule]
 
 PIPELINE: tuple[Pass, ...] = (conv_channels_last, remove_noops, fill_constants, mask_index_put,
-                              full_reductions, cse, dce)
+                              full_reductions, broadcast_reductions, cse, dce)
 PASSES: dict[str, Pass] = {p.__name__: p for p in PIPELINE}
 
 # A child of the "brrr" logger that brrr_compiler.log configures.
@@ -60,6 +61,7 @@ def run_pipeline(gm: GraphModule, names: tuple[str, ...] | None = None) -> Graph
 
 
 __all__ = [
-    "LAYOUT_FREE_OUTPUTS", "PASSES", "PIPELINE", "Pass", "conv_channels_last", "cse", "dce",
-    "fill_constants", "mask_index_put", "remove_noops", "run_pipeline",
+    "LAYOUT_FREE_OUTPUTS", "PASSES", "PIPELINE", "Pass", "broadcast_reductions",
+    "conv_channels_last", "cse", "dce", "fill_constants", "full_reductions", "mask_index_put",
+    "remove_noops", "run_pipeline",
 ]

@@ -1,0 +1,95 @@
+"""A reduction of a broadcast tensor reduces one copy of what was broadcast.
+
+A tensor with stride 0 along a dim of size n (an input made by `expand`, or an `expand`
+node) holds n copies of the same values. `x.amin(2)` over such a tensor, broadcast along
+dim 1, computes n equal results; read through a slice of size 1 along dim 1 and expanded
+afterwards, it computes one, and its readers see a broadcast value, which lowering keeps
+out of their loops (fuzz seed 29899: a row sum of 128 copies of one min, added lane by
+lane in float, was 2.7 ulp off where eager was exact; a sum whose summand does not change
+along its row adds in double, codegen/cpp_accumulators.py).
+
+Over a reduced dim, the copies matter only to a sum (n times the value) and to prod;
+amax, amin, any, all and mean of n copies are those of one, so those read one copy of the
+reduced broadcast dims as well.
+
+Safety: static sizes and strides only (the FakeTensor's, which Dynamo guards). Only when
+no reader of the reduction is a graph output or a view: the expanded result has stride 0
+where eager's reduction returns a dense tensor, and a kernel or ATen op that reads it
+cannot tell. The result is the same values: each copy is reduced by the same loop.
+"""
+import contextlib
+
+import torch
+from torch.fx import GraphModule
+
+from ._purity import is_view
+
+aten = torch.ops.aten
+
+# reductions whose dims are argument 1 (an empty list: every dim), and whether n copies
+# along a reduced dim reduce to what one copy does
+_REDUCTIONS = {aten.sum.dim_IntList: False, aten.mean.dim: True, aten.amax.default: True,
+               aten.amin.default: True, aten.any.dims: True, aten.any.dim: True,
+               aten.all.dims: True, aten.all.dim: True}
+
+
+def broadcast_reductions(gm: GraphModule) -> GraphModule:
+    """Point each qualifying reduction at one copy of its broadcast input (module note)."""
+    for node in list(gm.graph.nodes):
+        plan = _plan(node)
+        if plan is None:
+            continue
+        sliced_dims, out_shape = plan
+        with gm.graph.inserting_before(node):
+            src = node.args[0]
+            for d in sliced_dims:
+                src = _call(gm, aten.slice.Tensor, (src, d, 0, 1))
+            one = _call(gm, node.target, (src, *node.args[1:]), dict(node.kwargs))
+            one.meta.update({k: v for k, v in node.meta.items() if k != "val"})
+            spread = _call(gm, aten.expand.default, (one, out_shape))
+        node.replace_all_uses_with(spread)
+        gm.graph.erase_node(node)
+    return gm
+
+
+def _plan(node) -> tuple[list[int], list[int]] | None:
+    """(the dims to read one copy of, the reduction's shape), or None to leave it."""
+    if node.op != "call_function" or node.target not in _REDUCTIONS:
+        return None
+    x, out = node.args[0], node.meta.get("val")
+    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor) or not isinstance(out, torch.Tensor) \
+            or val.layout != torch.strided or not _static(val) or not _static(out) \
+            or val.numel() == 0 or any(u.op == "output" or is_view(u) for u in node.users):
+        return None
+    reduced = _reduced_dims(node, val.dim())
+    if reduced is None:
+        return None
+    copies_reduce = _REDUCTIONS[node.target]
+    dims = [d for d in range(val.dim()) if val.shape[d] > 1 and val.stride(d) == 0
+            and (d not in reduced or copies_reduce)]
+    return (dims, list(out.shape)) if dims else None
+
+
+def _reduced_dims(node, rank: int) -> set[int] | None:
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return set(range(rank))
+    dims = [dims] if isinstance(dims, int) else dims
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    return {d % max(rank, 1) for d in dims}
+
+
+def _static(val) -> bool:
+    return all(isinstance(s, int) for s in (*val.shape, *val.stride()))
+
+
+def _call(gm: GraphModule, target, args, kwargs=None):
+    """A node for `target(*args)` with its FakeTensor, computed in the graph's fake mode."""
+    node = gm.graph.call_function(target, args, kwargs or {})
+    fake = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    mode = torch._guards.detect_fake_mode(fake)
+    with mode if mode is not None else contextlib.nullcontext():
+        node.meta["val"] = target(*fake, **(kwargs or {}))
+    return node
