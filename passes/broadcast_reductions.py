@@ -22,6 +22,7 @@ import contextlib
 import torch
 from torch.fx import GraphModule
 
+from ._dims import reduced_dims
 from ._purity import is_view
 
 aten = torch.ops.aten
@@ -31,6 +32,7 @@ aten = torch.ops.aten
 _REDUCTIONS = {aten.sum.dim_IntList: False, aten.mean.dim: True, aten.amax.default: True,
                aten.amin.default: True, aten.any.dims: True, aten.any.dim: True,
                aten.all.dims: True, aten.all.dim: True}
+_EMPTY_IS_NONE = (aten.any.dims, aten.all.dims)     # an empty list of dims reduces none
 
 
 def broadcast_reductions(gm: GraphModule) -> GraphModule:
@@ -62,23 +64,13 @@ def _plan(node) -> tuple[list[int], list[int]] | None:
             or val.layout != torch.strided or not _static(val) or not _static(out) \
             or val.numel() == 0 or any(u.op == "output" or is_view(u) for u in node.users):
         return None
-    reduced = _reduced_dims(node, val.dim())
+    reduced = reduced_dims(node, val.dim(), node.target not in _EMPTY_IS_NONE)
     if reduced is None:
         return None
     copies_reduce = _REDUCTIONS[node.target]
     dims = [d for d in range(val.dim()) if val.shape[d] > 1 and val.stride(d) == 0
             and (d not in reduced or copies_reduce)]
     return (dims, list(out.shape)) if dims else None
-
-
-def _reduced_dims(node, rank: int) -> set[int] | None:
-    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return set(range(rank))
-    dims = [dims] if isinstance(dims, int) else dims
-    if not all(isinstance(d, int) for d in dims):
-        return None
-    return {d % max(rank, 1) for d in dims}
 
 
 def _static(val) -> bool:

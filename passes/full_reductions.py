@@ -16,6 +16,8 @@ stays for its other users; dce removes it when it has none.
 import torch
 from torch.fx import GraphModule
 
+from ._dims import reduced_dims
+
 aten = torch.ops.aten
 
 # the order-free reductions: for those with a dim argument (position 1, or `dim=`),
@@ -49,10 +51,4 @@ def _over_every_dim(node) -> bool:
     empty_is_all = _ORDER_FREE[node.target]
     if empty_is_all is None:
         return True
-    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return dims is None or empty_is_all
-    if isinstance(dims, int):
-        dims = [dims]
-    rank = max(val.dim(), 1)
-    return all(isinstance(d, int) for d in dims) and {d % rank for d in dims} == set(range(rank))
+    return reduced_dims(node, val.dim(), empty_is_all) == set(range(max(val.dim(), 1)))
