@@ -242,3 +242,15 @@ def test_max_min_with_ties_nan_and_ints_match_eager():
     check_against_eager(lambda x: x.max(-1), torch.tensor([[True, False], [False, False]]),
                         grad=False, kernels=False)
     check_against_eager(lambda x: x.min(-1), torch.tensor([[3, 1, 1], [-4, 9, -4]]), grad=False)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, d: (x / (d.abs() + 1)).narrow(-1, 1, 30).amin(-1),
+    lambda x, d: (x / (d.abs() + 1) * 2).narrow(-1, 1, 30).max(-1).values,
+])
+def test_a_max_of_a_row_quotient_matches_the_backward_recompute(fn):
+    """The backward graph recomputes x / d in its own kernel and compares it with the max
+    the forward saved: the forward must divide as eager does, not multiply by 1 / d (fuzz
+    seed 43932: the gradient was NaN, a zero tie count)."""
+    x, d = randn(64, 33, dtype=torch.float64), randn(64, 1, dtype=torch.float64)
+    check_against_eager(fn, x, d)
