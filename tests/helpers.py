@@ -11,7 +11,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 from torch.utils._pytree import tree_flatten
 
-from brrr_compiler.accuracy import LOW_PRECISION_TOL, rounded_each_op, within_eager_error
+from brrr_compiler.accuracy import (LOW_PRECISION_TOL, coarsest_tol, rounded_each_op,
+                                    within_eager_error)
 from brrr_compiler.backend import brrr_backend
 from brrr_compiler.capture import decomposition_table
 from brrr_compiler.kernel_eval import run_kernel
@@ -70,9 +71,10 @@ def _aligned(tree, n: int) -> list:
 
 
 def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=None,
-             rounded=None) -> None:
+             rounded=None, input_dtypes=()) -> None:
     """`rounded`: the correctly rounded program's outputs, or a function making them,
-    called only when an output is outside eager's tolerance."""
+    called only when an output is outside eager's tolerance; `input_dtypes`: the
+    program's float input dtypes, the coarsest of which sets the units of its error."""
     actual, expected = _tensors(actual), _tensors(expected)
     reference = _aligned(reference, len(expected))
     assert len(actual) == len(expected), f"{what}: {len(actual)} tensors, eager has {len(expected)}"
@@ -87,7 +89,8 @@ def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=N
                 rounded = rounded()
             ro = _aligned(rounded, len(expected))[i]
             if a.dtype != e.dtype or a.shape != e.shape or \
-                    not within_eager_error(a, e, r, rounded=ro):
+                    not within_eager_error(a, e, r, rounded=ro,
+                                           coarse=coarsest_tol({e.dtype, *input_dtypes})):
                 raise
         if strides:
             assert _same_layout(a, e), \
@@ -154,13 +157,17 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
         if reference else (None, None, None)
     rounded = (lambda: rounded_each_op(fn, *[clone_input(a).detach() if isinstance(
         a, torch.Tensor) else a for a in args])) if reference else None
-    _compare(actual, expected, atol, rtol, "output", strides or strict, ref_out, rounded)
+    floats = {t.dtype for t in [*_tensors(args), *params] if t.is_floating_point()}
+    _compare(actual, expected, atol, rtol, "output", strides or strict, ref_out, rounded,
+             floats)
     if strict:
-        _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args)
+        _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args,
+                 input_dtypes=floats)
     if grad:
         _compare(_gradients(actual, brrr_args, params),
                  _gradients(expected, eager_args, params),
-                 atol, rtol, "gradient of input or parameter", reference=ref_grads)
+                 atol, rtol, "gradient of input or parameter", reference=ref_grads,
+                 input_dtypes=floats)
     torch._dynamo.reset()
     if backend_is_brrr and not allow_fallback:
         assert_no_fallback(sink, kernels)

@@ -7,7 +7,7 @@ a looser bound."""
 import torch
 
 from brrr_compiler import demo
-from brrr_compiler.accuracy import matches, rounded_each_op, within_eager_error
+from brrr_compiler.accuracy import coarsest_tol, matches, rounded_each_op, within_eager_error
 
 
 def _chain(n=256):
@@ -105,3 +105,17 @@ def test_an_index_may_match_the_correctly_rounded_program_instead():
     assert within_eager_error(rounded.clone(), eager, exact, rounded=rounded)
     assert not within_eager_error(rounded.clone(), eager, exact)
     assert not within_eager_error(torch.tensor([2, 1, 3]), eager, exact, rounded=rounded)
+
+
+def test_a_float64_result_through_bfloat16_counts_bfloat16_units():
+    """A float64 value computed through bfloat16 (fuzz seed 45845): eager is off by 81
+    float64 units, brrr by 178; in the coarsest input's units both are tiny. The coarse
+    units apply only where eager's own error shows the value went through them."""
+    r = torch.tensor([2.898344207658991], dtype=torch.float64)
+    eager, brrr = r - 1.128e-3, r - 2.461e-3
+    bf16 = coarsest_tol({torch.float64, torch.bfloat16})
+    assert bf16 == coarsest_tol({torch.bfloat16}) and coarsest_tol(set()) is None
+    assert not within_eager_error(brrr, eager, r)
+    assert within_eager_error(brrr, eager, r, coarse=bf16)
+    # eager exact to float64's tolerance: a brrr off by 1e-3 is wrong, bfloat16 input or not
+    assert not within_eager_error(brrr, r + 1e-12, r, coarse=bf16)
