@@ -22,17 +22,10 @@ import contextlib
 import torch
 from torch.fx import GraphModule
 
-from ._dims import reduced_dims
+from ._dims import REDUCTIONS, copies_reduce, reduced_dims
 from ._purity import is_view
 
 aten = torch.ops.aten
-
-# reductions whose dims are argument 1 (an empty list: every dim), and whether n copies
-# along a reduced dim reduce to what one copy does
-_REDUCTIONS = {aten.sum.dim_IntList: False, aten.mean.dim: True, aten.amax.default: True,
-               aten.amin.default: True, aten.any.dims: True, aten.any.dim: True,
-               aten.all.dims: True, aten.all.dim: True}
-_EMPTY_IS_NONE = (aten.any.dims, aten.all.dims)     # an empty list of dims reduces none
 
 
 def broadcast_reductions(gm: GraphModule) -> GraphModule:
@@ -56,7 +49,7 @@ def broadcast_reductions(gm: GraphModule) -> GraphModule:
 
 def _plan(node) -> tuple[list[int], list[int]] | None:
     """(the dims to read one copy of, the reduction's shape), or None to leave it."""
-    if node.op != "call_function" or node.target not in _REDUCTIONS:
+    if node.op != "call_function" or node.target not in REDUCTIONS:
         return None
     x, out = node.args[0], node.meta.get("val")
     val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
@@ -64,12 +57,12 @@ def _plan(node) -> tuple[list[int], list[int]] | None:
             or val.layout != torch.strided or not _static(val) or not _static(out) \
             or val.numel() == 0 or any(u.op == "output" or is_view(u) for u in node.users):
         return None
-    reduced = reduced_dims(node, val.dim(), node.target not in _EMPTY_IS_NONE)
+    reduced = reduced_dims(node, val.dim())
     if reduced is None:
         return None
-    copies_reduce = _REDUCTIONS[node.target]
+    one_copy = copies_reduce(node)
     dims = [d for d in range(val.dim()) if val.shape[d] > 1 and val.stride(d) == 0
-            and (d not in reduced or copies_reduce)]
+            and (d not in reduced or one_copy)]
     return (dims, list(out.shape)) if dims else None
 
 

@@ -16,17 +16,10 @@ stays for its other users; dce removes it when it has none.
 import torch
 from torch.fx import GraphModule
 
-from ._dims import reduced_dims
+from ._dims import REDUCTIONS, reduced_dims
 
 aten = torch.ops.aten
 
-# the order-free reductions: for those with a dim argument (position 1, or `dim=`),
-# whether an empty list of dims means every dim (True) or none (False, any.dims); None for
-# those without one (always every dim)
-_ORDER_FREE = {aten.sum.default: None, aten.mean.default: None, aten.prod.default: None,
-               aten.any.default: None, aten.all.default: None,
-               aten.sum.dim_IntList: True, aten.mean.dim: True, aten.amax.default: True,
-               aten.amin.default: True, aten.any.dims: False}
 _PERMUTES = {aten.permute.default, aten.t.default, aten.transpose.int}
 
 
@@ -46,9 +39,6 @@ def full_reductions(gm: GraphModule) -> GraphModule:
 
 def _over_every_dim(node) -> bool:
     val = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
-    if not isinstance(val, torch.Tensor) or node.target not in _ORDER_FREE:
+    if not isinstance(val, torch.Tensor) or node.target not in REDUCTIONS:
         return False
-    empty_is_all = _ORDER_FREE[node.target]
-    if empty_is_all is None:
-        return True
-    return reduced_dims(node, val.dim(), empty_is_all) == set(range(max(val.dim(), 1)))
+    return reduced_dims(node, val.dim()) == set(range(max(val.dim(), 1)))

@@ -5,11 +5,10 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from brrr_compiler.passes import run_pipeline
+from brrr_compiler.passes._dims import REDUCTIONS
 from tests.helpers import check_against_eager
 
 aten = torch.ops.aten
-REDUCTIONS = (aten.sum.dim_IntList, aten.mean.dim, aten.amax.default, aten.amin.default,
-              aten.any.dims, aten.any.dim, aten.all.dim)
 
 
 def _reduction_input(fn, *args):
@@ -32,6 +31,7 @@ def _broadcast(*shape, along=1, n=6):
     lambda x: x.amin(2).exp(),                     # a kept broadcast dim
     lambda x: x.sum(-1, keepdim=True) * 2,
     lambda x: x.mean(dim=(1, 2)).neg(),            # mean over a broadcast dim: one copy's
+    lambda x: x.mean().neg(),                      # over every dim, no dims argument
 ])
 def test_reads_one_copy(fn):
     target, shape = _reduction_input(fn, _broadcast(3, 1, 5))
@@ -53,6 +53,7 @@ def test_a_pointwise_result_of_a_broadcast_is_dense_and_left():
 
 @pytest.mark.parametrize("fn", [
     lambda x: x.sum(1).exp(),           # a sum over the broadcast dim adds its copies
+    lambda x: x.sum().exp(),            # so does a sum over every dim
     lambda x: x.amin(2),                # a graph output: eager returns a dense tensor
     lambda x: x.amin(2).t().exp(),      # a view reads it
 ])
@@ -71,6 +72,7 @@ def test_a_dense_input_is_left():
     lambda x: (x.amax(-1, keepdim=True) - x).exp().sum(-1),
     lambda x: x.mean(dim=(0, 1)).sigmoid() + x.sum(1).sum(-1, keepdim=True),
     lambda x: (x - x.mean(-1, keepdim=True)).pow(2).mean(-1).rsqrt(),
+    lambda x: x.mean() * x.amin(),
 ])
 def test_matches_eager_with_gradients(fn):
     x = _broadcast(4, 1, 7, n=128).requires_grad_()
