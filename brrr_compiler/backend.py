@@ -113,15 +113,8 @@ def compile_or_aten(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     original = capture.graph_copy(gm)
     mark = capture.output_strides_mark()
     name = f"graph{next(_graph_ids if graph_ids is None else graph_ids)}_{kind}"
-    if kind == "backward":
-        return tangents.zero_missing_tangents(original, _compile_or_aten(
-            gm, cfg, kind, sink, example_inputs, name, original, mark))
-    return _compile_or_aten(gm, cfg, kind, sink, example_inputs, name, original, mark)
-
-
-def _compile_or_aten(gm, cfg, kind, sink, example_inputs, name, original, mark):
     try:
-        return compile_graph(gm, cfg, kind, sink, example_inputs, name)
+        compiled = compile_graph(gm, cfg, kind, sink, example_inputs, name)
     except Exception as err:
         if cfg.strict or (isinstance(err, PolicyError) and not isinstance(cfg.fusion, str)):
             raise      # the user's own policy has a bug: say so rather than run ATen
@@ -130,7 +123,10 @@ def _compile_or_aten(gm, cfg, kind, sink, example_inputs, name, original, mark):
                   f"brrr: {why}; that graph runs through ATen instead")
         if sink is not None:
             sink.append(failed_graph_report(name, kind, original, f"brrr: {why}"))
-        return capture.aten_fallback(original, kind, mark)
+        compiled = capture.aten_fallback(original, kind, mark)
+    if kind == "backward":    # compiled or not: AOTAutograd may pass None for a tangent
+        return tangents.zero_missing_tangents(original, compiled)
+    return compiled
 
 
 def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,

@@ -35,6 +35,13 @@ def strides(val) -> tuple:
     return _sizes(val.stride())
 
 
+def is_static(val) -> bool:
+    """Whether `val` is a tensor whose sizes, strides and storage offset are plain ints
+    (no SymInt): what a rewrite that bakes them in needs."""
+    return isinstance(val, torch.Tensor) and all(
+        isinstance(x, int) for x in (*val.shape, *val.stride(), val.storage_offset()))
+
+
 def _sizes(sizes) -> tuple:
     try:
         return _int_sizes(tuple(sizes))     # a SymInt is unhashable: TypeError

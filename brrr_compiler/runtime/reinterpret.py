@@ -16,6 +16,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from brrr_compiler import ops
+from brrr_compiler.symbolic import is_static
 
 try:
     from torch._C._dynamo.guards import _reinterpret_tensor
@@ -37,10 +38,6 @@ def _val(node):
     return val if plain else None
 
 
-def _static(val) -> bool:
-    return all(isinstance(x, int) for x in (*val.shape, *val.stride(), val.storage_offset()))
-
-
 def _is_view(node) -> bool:
     return (isinstance(node, torch.fx.Node) and node.op == "call_function"
             and ops.kind_of(node) is ops.Kind.VIEW and _val(node) is not None)
@@ -58,13 +55,13 @@ def as_reinterpret(node, through=lambda n: True) -> tuple | None:
     whose chain of views starts at `root`, or None if it must stay an ATen call. The
     chain is followed up through the views `through` accepts (the runner's own ATen
     calls, not a kernel's stored outputs)."""
-    if _reinterpret_tensor is None or not _is_view(node) or not _static(_val(node)):
+    if _reinterpret_tensor is None or not _is_view(node) or not is_static(_val(node)):
         return None
     val, root = _val(node), node.args[0]
-    while _is_view(root) and _static(_val(root)) and through(root):
+    while _is_view(root) and is_static(_val(root)) and through(root):
         root = root.args[0]
     base = _val(root)
-    if base is None or not _static(base) or base.dtype != val.dtype \
+    if base is None or not is_static(base) or base.dtype != val.dtype \
             or not _same_storage(base, val):
         return None
     return root, list(val.shape), list(val.stride()), val.storage_offset() - base.storage_offset()

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import torch
 
+from brrr_compiler.symbolic import is_static
+
 
 def zero_missing_tangents(gm: torch.fx.GraphModule, run):
     """`run` (a boxed backward callable for `gm`) with every None it may receive for the
     tangent of a mutated input replaced by zeros. Returns `run` itself when `gm` takes no
     such tangent, or when its size is symbolic (not known before the call)."""
     slots = [(i, n.meta["val"]) for i, n in enumerate(gm.graph.find_nodes(op="placeholder"))
-             if _mutation_tangent(n) and _static(n.meta.get("val"))]
+             if _mutation_tangent(n) and is_static(n.meta.get("val"))]
     if not slots:
         return run
     slots = [(i, tuple(v.shape), tuple(v.stride()), v.dtype, v.device) for i, v in slots]
@@ -37,8 +39,3 @@ def zero_missing_tangents(gm: torch.fx.GraphModule, run):
 def _mutation_tangent(node) -> bool:
     desc = node.meta.get("desc")
     return type(getattr(desc, "output", None)).__name__ == "InputMutationAOTOutput"
-
-
-def _static(val) -> bool:
-    return isinstance(val, torch.Tensor) and all(
-        isinstance(d, int) for d in (*val.shape, *val.stride()))
