@@ -16,13 +16,23 @@ along it) adds in double in the lanes too (`invariant`): gcc turns the simd loop
 loop-invariant summand into scalar adds one after another, and a mean over 64 copies of
 one float came out 12 ulp off, 3x eager's error (fuzz seed 25873). Those loops run no
 vector adds either way, so double costs nothing there.
+
+A float32 row sum whose result goes on into a sum across rows (a full sum reached
+through rows: `((x - mean) * rstd).sum()`) adds in double in the lanes too (`into_total`),
+unless its summand has a known sign. Eager materializes such a tensor and sums it whole,
+in a cascade whose error stays near the ulp of the values; brrr's float lanes erred by
+about sqrt(32) ulp of the running partial per row, and where the rows' values cancel
+(each normalized row sums to 0) those errors are the whole result: 5x eager's on
+213,824 values (fuzz seed 51660). A summand of one sign (the exps of a cross entropy's
+logsumexp, squares) cannot cancel, so its lanes keep full-width float vectors.
 """
 from __future__ import annotations
 
 import sympy
 import torch
 
-from brrr_compiler.kernel_ir import Stmt
+from brrr_compiler.kernel_ir import Kernel, Stmt
+from brrr_compiler.transforms.signs import known_signs
 
 
 def init_value(kind: str, ct: str, dtype: torch.dtype) -> str:
@@ -70,9 +80,10 @@ class Accumulators:
     """Declarations, folds and results of a kernel's reductions' partials."""
 
     def __init__(self, ctype: dict, arg_dtype: dict, short: bool = False,
-                 invariant: frozenset = frozenset()):
+                 double_lanes: frozenset = frozenset()):
         self.ctype, self.arg_dtype, self.short = ctype, arg_dtype, short
-        self.invariant = invariant     # reductions of an invariant summand (module note)
+        # sums that add in double in the lanes: `invariant` and `into_total` (module note)
+        self.double_lanes = double_lanes
 
     def partials(self, r: Stmt, indent: str, nt: int) -> list[str]:
         """Per-thread partial results sp_*[t] (and NaN flags, arg indices), initialised."""
@@ -95,7 +106,7 @@ class Accumulators:
         loop of softmax keeps full-width float vectors (double lanes cost it ~12%).
         Short sums add in double in the lanes too (the module note)."""
         if r.value == "sum" and r.dtype is torch.float32 and \
-                (self.short or not lanes or r.out in self.invariant):
+                (self.short or not lanes or r.out in self.double_lanes):
             return "double"
         if r.value in ("any", "all"):
             return "int"          # int, not bool: bool accumulators stop gcc vectorizing
@@ -140,3 +151,27 @@ def invariant_sums(stmts: list[Stmt], var) -> frozenset:
             varying.add(s.out)
     return frozenset(s.out for s in stmts if s.op == "reduce" and s.value == "sum"
                      and s.args and s.args[0] not in varying)
+
+
+def sums_into_totals(k: Kernel) -> frozenset:
+    """float32 row sums of a summand of unknown sign whose result reaches a float32 sum
+    across rows (module note)."""
+    defs = {s.out: s for s in k.body if s.out is not None}
+    row_sums = {s.out for p in k.phases if p.per_row_loop for s in p.body
+                if s.op == "reduce" and s.value == "sum" and s.dtype is torch.float32}
+    across = [s for p in k.phases if not p.loop and not p.once for s in p.body
+              if s.op == "reduce" and s.value == "sum" and s.dtype is torch.float32]
+    if not row_sums or not across:
+        return frozenset()
+    found, seen, todo = set(), set(), [a for s in across for a in s.args[:1]]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defs:
+            continue
+        seen.add(name)
+        if name in row_sums:
+            found.add(name)
+        elif defs[name].op != "reduce":
+            todo += defs[name].args
+    signed = known_signs(k) if found else frozenset()
+    return frozenset(r for r in found if defs[r].args[0] not in signed)

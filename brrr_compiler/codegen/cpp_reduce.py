@@ -19,7 +19,8 @@ import sympy
 import torch
 
 from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update,
-                                                     invariant_sums, is_short, update)
+                                                     invariant_sums, is_short,
+                                                     sums_into_totals, update)
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
@@ -51,8 +52,8 @@ class ReductionPrinter:
         self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
         inner = kernel.reduction_vars[-1] if kernel.reduction_vars else None
         self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent),
-                                invariant_sums(kernel.body, inner) if inner is not None
-                                else frozenset())
+                                (invariant_sums(kernel.body, inner) if inner is not None
+                                 else frozenset()) | sums_into_totals(kernel))
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False) -> list[str]:
         """`shared`: values the split row's threads read from outside their parallel

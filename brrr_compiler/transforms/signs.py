@@ -41,6 +41,12 @@ def mark_nonpositive_exps(k: Kernel) -> Kernel:
                                           for p in k.phases])
 
 
+def known_signs(k: Kernel) -> frozenset:
+    """The float values of `k` known non-negative or known non-positive (NaN admitted)."""
+    signs = _Signs(k)
+    return frozenset(signs.nonneg | signs.nonpos)
+
+
 class _Signs:
     def __init__(self, k: Kernel):
         self.defs = {s.out: s for s in k.body if s.out is not None}
