@@ -39,6 +39,8 @@ def _run_quick(script: str, tmp_path, *extra: str, quick: bool = True) -> str:
                                     "## brrr failed or disagreed with eager"]),
     ("bench_autotune.py", "autotune_runs.md", ["| case | fusion | threads | default cold s |",
                                                "| measured merges | against policy |"]),
+    ("cost_validation.py", "cost_validation.md", ["## Fit", "## The ten worst predictions",
+                                                  "| all |"]),
     ("bench_compile.py", "compile.md", ["## Cold and warm first call",
                                         "## Compile time vs graph size", "linear fit"]),
 ])
