@@ -138,8 +138,10 @@ def kernel_times(run, calls: int) -> dict[tuple[str, str], list[float]]:
     return out
 
 
-def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int) -> list[dict]:
-    """One row per kernel of the workload: its report's prediction and its measured time."""
+def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int,
+                 failed: list[str]) -> list[dict]:
+    """One row per kernel of the workload: its report's prediction and its measured time;
+    kernels with no estimate go to `failed`."""
     harness.fresh_dynamo()
     sink: list = []
     run = make(_backend(calibration_dir, sink))
@@ -156,6 +158,8 @@ def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int
     for graph in sink:
         for k in graph.kernels:
             got = per_round.get((graph.name, k.name))
+            if k.predicted_s is None:          # the target: every kernel has an estimate
+                failed.append(f"{name}: {k.name} has no estimate ({k.estimate_error})")
             if not got or k.predicted_s is None:
                 continue
             rows.append({"source": source, "workload": name, "graph": graph.name,
@@ -223,10 +227,10 @@ def main(argv=None) -> None:
         spec = measure(args.calibration_dir, lambda m: print(m, file=sys.stderr, flush=True)).spec
         save_device_spec(spec, args.calibration_dir)
     spec = current_device_spec(args.calibration_dir)
-    rows, failed = [], []
+    rows, failed = [], []   # failed: workloads that did not run, kernels with no estimate
     for source, name, make in cases(args):
         try:
-            got = measure_case(source, name, make, args.calibration_dir, args.rounds)
+            got = measure_case(source, name, make, args.calibration_dir, args.rounds, failed)
         except Exception as exc:  # one broken workload must not stop the validation
             failed.append(f"{name}: {harness.describe_error(exc)}")
             continue
