@@ -148,3 +148,36 @@ def test_the_runner_dump_shows_segments_and_their_plan(tmp_path, monkeypatch):
     assert "brrr_k0_mul(" in text                     # the runner with one call per kernel
     assert "# segment0: k0_mul, k1_mul, k2_mul, k3_mul; arena 128 bytes" in text
     assert "#   mul_2: bytes [0, 64), written by k2_mul, last read by k3_mul" in text
+
+
+def test_a_thread_keeps_its_arena_between_calls_and_threads_have_their_own(runs):
+    """The arena is one buffer per thread, grown to the largest asked for (module note):
+    a second call writes into the same memory, another thread into its own, and every
+    thread's results match eager."""
+    import threading
+    f = torch.compile(_branchy, backend=backend.brrr_backend, options=NONE)
+    x = torch.randn(64, 33)
+    f(x)
+    assert _segment_calls(runs[-1])
+    before = f(x)
+    first = segments._ARENA.buf.data_ptr()
+    again = f(x)
+    assert segments._ARENA.buf.data_ptr() == first
+    assert all(torch.equal(a, b) for a, b in zip(again, before))
+    torch.testing.assert_close(again, _branchy(x), rtol=1e-5, atol=1e-5)
+    seen, results = {}, {}
+
+    def worker(i):
+        y = torch.randn(64, 33, generator=torch.Generator().manual_seed(i))
+        for _ in range(20):
+            results[i] = (f(y), _branchy(y))
+        seen[i] = segments._ARENA.buf.data_ptr()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in results.values():
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert len({first, *seen.values()}) == 4
