@@ -161,7 +161,8 @@ def aten_reason(node, group_reason: str | None, device) -> tuple[str, bool]:
     if group_reason:
         return group_reason, False
     if kind is Kind.LIBRARY:
-        return "library op (matmul/conv/attention): runs in its vendor kernel", False
+        return "library op (matmul/conv/attention; a linear layer with its activation): " \
+            "runs in its vendor kernel", False
     schema = getattr(node.target, "_schema", None)
     if schema is not None and schema.is_mutable:
         return "writes an in-place update back into an input (as eager does)", False

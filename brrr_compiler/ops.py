@@ -180,6 +180,9 @@ _kind([aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.defau
        aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
        aten.scaled_dot_product_attention.default, aten.matmul.default],
       Kind.LIBRARY)
+# a linear layer with its activation as a oneDNN post-op (passes/linear_epilogues.py)
+if hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+    _kind([torch.ops.mkldnn._linear_pointwise.default], Kind.LIBRARY)
 
 FALLBACK_INFO = OpInfo(Kind.FALLBACK)
 

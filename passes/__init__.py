@@ -26,13 +26,16 @@ from .cse import cse
 from .dce import dce
 from .fill_constants import fill_constants
 from .full_reductions import full_reductions
+from .linear_epilogues import linear_epilogues
 from .mask_index_put import mask_index_put
 from .remove_noops import remove_noops
 
 Pass = Callable[[GraphModule], GraphModule]
 
+# linear_epilogues after cse: two copies of one linear layer merge first, and then the
+# pre-activation has more users than its activation and is left as it is
 PIPELINE: tuple[Pass, ...] = (conv_channels_last, remove_noops, fill_constants, mask_index_put,
-                              full_reductions, broadcast_reductions, cse, dce)
+                              full_reductions, broadcast_reductions, cse, linear_epilogues, dce)
 PASSES: dict[str, Pass] = {p.__name__: p for p in PIPELINE}
 
 # A child of the "brrr" logger that brrr_compiler.log configures.
@@ -62,6 +65,7 @@ def run_pipeline(gm: GraphModule, names: tuple[str, ...] | None = None) -> Graph
 
 __all__ = [
     "LAYOUT_FREE_OUTPUTS", "PASSES", "PIPELINE", "Pass", "broadcast_reductions",
-    "conv_channels_last", "cse", "dce", "fill_constants", "full_reductions", "mask_index_put",
+    "conv_channels_last", "cse", "dce", "fill_constants", "full_reductions", "linear_epilogues",
+    "mask_index_put",
     "remove_noops", "run_pipeline",
 ]

@@ -14,7 +14,8 @@ def _runner(graphs, kind):
 
 def _linear_chain(x, w):
     # t(t(w)) and view(view(x)) are chains of views; mm's operands are views of inputs
-    h = (x.view(8, 4, 6).view(32, 6) @ w.t().t().t()).relu()
+    # (sin: an activation linear_epilogues leaves, so the mm stays an mm)
+    h = (x.view(8, 4, 6).view(32, 6) @ w.t().t().t()).sin()
     return h.view(8, 4, 5).transpose(0, 1) * 2
 
 
@@ -95,3 +96,14 @@ def test_a_view_of_an_aten_result_whose_real_strides_differ_from_its_fake():
     meta = [torch.empty_strided(t.shape, t.stride(), device="meta") for t in (a, b)]
     assert torch.fmax(*meta).stride() != torch.fmax(a, b).stride(), "the test would not tell"
     check_against_eager(f, a, b, grad=False, allow_fallback=True, strict=True)
+
+
+def test_views_of_a_linear_layer_with_its_activation_are_reinterpreted():
+    """linear_epilogues' call gives its result the activation's storage: the views after
+    it are metadata the kernels read through, never ATen calls."""
+    x = torch.randn(8, 4096, requires_grad=True)
+    w = torch.randn(512, 64, requires_grad=True)
+    graphs = check_against_eager(
+        lambda x, w: (x.view(512, 64) @ w.t()).relu().view(8, 64, 512).transpose(0, 1) * 2, x, w)
+    code = _runner(graphs, "forward")
+    assert "_linear_pointwise" in code and "aten.view." not in code, code
