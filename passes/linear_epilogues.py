@@ -15,15 +15,19 @@ layer alone, and 8% less than the linear layer and brrr's GELU kernel after it
 Only where it is safe and the same values:
 - float32 CPU tensors, oneDNN present and enabled; every size a positive int (oneDNN
   refuses an empty reduction dim);
-- the GEMM's output (and each view between it and the activation) has one user, and every
-  node of the activation but its last has its users inside the activation: a
+- the activation is all that reads the GEMM's output (through views that have one user
+  each), and every node of the activation but its last has its users inside it: a
   pre-activation value that something else reads, such as the tensor a training graph
-  saves for the activation's backward, stays as it is;
-- the bias is 1-D (a linear layer's), and the weight operand is the transpose of a 2-D
-  tensor (the layer's weight, which oneDNN takes as it is stored).
+  saves for GELU's backward, stays as it is (ReLU's backward reads its output, so a
+  training graph's ReLU folds too);
+- the bias is 1-D (a linear layer's), and the weight operand is the transpose of a
+  contiguous 2-D tensor (nn.Linear's weight, which oneDNN reads as it is stored; any other
+  layout it reorders on every call: GPT-2's Conv1D weight, (in, out), took twice as long);
+- the layer is large enough: at least as many rows as inputs and MIN_MACS multiply-adds
+  (below, oneDNN's fixed cost per call, tens of us, exceeds the activation pass saved).
 The replacement keeps the views: `_linear_pointwise` returns the GEMM's contiguous layout,
-so each view gets the metadata of the one it replaces, and the activation's output the
-same shape and strides as before.
+the activation's result had it too, and the new nodes' FakeTensors are views of that
+result's, so views of it downstream stay views of one root for the runner.
 """
 import logging
 
@@ -97,7 +101,8 @@ def _linear_operands(gemm: Node):
         return None
     if any(not isinstance(s, int) or s <= 0 for v in vals for s in v.shape):
         return None
-    if vals[1].dim() != 2 or (bias is not None and vals[3].shape != (vals[1].shape[0],)):
+    if vals[1].dim() != 2 or not vals[1].is_contiguous() or \
+            (bias is not None and vals[3].shape != (vals[1].shape[0],)):
         return None
     (rows, d_in), d_out = vals[0].shape, vals[1].shape[0]
     if rows < d_in or rows * d_in * d_out < MIN_MACS:
