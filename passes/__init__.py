@@ -10,7 +10,8 @@ that `gm.meta["layout_free_outputs"]` lists, whose layout only brrr's own backwa
 and no output aliasing a graph input or another output that it did not alias before. A pass that changes representation (a plan,
 kernel IR, text) is not a pass but a stage in `brrr_compiler`.
 
-`PIPELINE` lists the passes in the order the driver runs them; `PASSES` names them;
+`PIPELINE` lists the passes in the order the driver runs them; `OPTIONAL` those it runs
+only when the `passes` option names them; `PASSES` names both;
 `run_pipeline` runs all of them or a chosen few, linting after each and recompiling the
 module once at the end (a pass works on `gm.graph`, never on the generated code).
 This package imports only torch and the standard library.
@@ -32,11 +33,14 @@ from .remove_noops import remove_noops
 
 Pass = Callable[[GraphModule], GraphModule]
 
-# linear_epilogues after cse: two copies of one linear layer merge first, and then the
-# pre-activation has more users than its activation and is left as it is
 PIPELINE: tuple[Pass, ...] = (conv_channels_last, remove_noops, fill_constants, mask_index_put,
-                              full_reductions, broadcast_reductions, cse, linear_epilogues, dce)
-PASSES: dict[str, Pass] = {p.__name__: p for p in PIPELINE}
+                              full_reductions, broadcast_reductions, cse, dce)
+# Passes a user names in the `passes` option to run them; not in PIPELINE because
+# measurements have not shown them faster here (linear_epilogues: the module note). Put
+# linear_epilogues after cse: two copies of one linear layer merge first, and then the
+# pre-activation has more users than its activation and is left as it is.
+OPTIONAL: tuple[Pass, ...] = (linear_epilogues,)
+PASSES: dict[str, Pass] = {p.__name__: p for p in PIPELINE + OPTIONAL}
 
 # A child of the "brrr" logger that brrr_compiler.log configures.
 logger = logging.getLogger("brrr.passes")
@@ -64,7 +68,7 @@ def run_pipeline(gm: GraphModule, names: tuple[str, ...] | None = None) -> Graph
 
 
 __all__ = [
-    "LAYOUT_FREE_OUTPUTS", "PASSES", "PIPELINE", "Pass", "broadcast_reductions",
+    "LAYOUT_FREE_OUTPUTS", "OPTIONAL", "PASSES", "PIPELINE", "Pass", "broadcast_reductions",
     "conv_channels_last", "cse", "dce", "fill_constants", "full_reductions", "linear_epilogues",
     "mask_index_put",
     "remove_noops", "run_pipeline",

@@ -8,9 +8,11 @@ the input's batch dims, and its activation as the decomposition torch's table gi
 a second kernel (brrr's, or the start of one) reads it back to apply the activation. torch
 ships the fused form that inductor's CPU path uses: `mkldnn::_linear_pointwise(x, w, b,
 attr)`, oneDNN's inner product with the activation as a post-op on each output tile.
-Measured on a 2-core Xeon (AVX-512): 1024x768 by 3072 with GELU took as long as the linear
-layer alone, and 8% less than the linear layer and brrr's GELU kernel after it
-(benchmarks/results/notes.md, "Linear epilogues").
+Not in the default pipeline: name it in the `passes` option (WITH_EPILOGUES is the
+default pipeline with it, after cse). Why (benchmarks/results/notes.md, "Linear
+epilogues"): oneDNN's call has a fixed cost tens of us above addmm's, so a layer whose
+activation pass is cheaper than that runs slower fused, and on large layers the gain did
+not stand out of the run-to-run noise.
 
 Only where it is safe and the same values:
 - float32 CPU tensors, oneDNN present and enabled; every size a positive int (oneDNN
@@ -23,8 +25,8 @@ Only where it is safe and the same values:
 - the bias is 1-D (a linear layer's), and the weight operand is the transpose of a
   contiguous 2-D tensor (nn.Linear's weight, which oneDNN reads as it is stored; any other
   layout it reorders on every call: GPT-2's Conv1D weight, (in, out), took twice as long);
-- the layer is large enough: at least as many rows as inputs and MIN_MACS multiply-adds
-  (below, oneDNN's fixed cost per call, tens of us, exceeds the activation pass saved).
+- the output has at least MIN_OUTPUT elements (below, oneDNN's fixed cost per call
+  exceeds the activation pass it saves).
 The replacement keeps the views: `_linear_pointwise` returns the GEMM's contiguous layout,
 the activation's result had it too, and the new nodes' FakeTensors are views of that
 result's, so views of it downstream stay views of one root for the runner.
@@ -38,7 +40,9 @@ aten = torch.ops.aten
 logger = logging.getLogger("brrr.passes")
 
 _VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
-MIN_MACS = 1 << 24     # smaller GEMMs: oneDNN's fixed cost per call exceeds the pass saved
+MIN_OUTPUT = 1 << 19   # output elements below which oneDNN's fixed cost exceeds the pass saved
+WITH_EPILOGUES = ("conv_channels_last", "remove_noops", "fill_constants", "mask_index_put",
+                  "full_reductions", "broadcast_reductions", "cse", "linear_epilogues", "dce")
 _SQRT1_2 = 0.7071067811865476
 
 
@@ -104,8 +108,7 @@ def _linear_operands(gemm: Node):
     if vals[1].dim() != 2 or not vals[1].is_contiguous() or \
             (bias is not None and vals[3].shape != (vals[1].shape[0],)):
         return None
-    (rows, d_in), d_out = vals[0].shape, vals[1].shape[0]
-    if rows < d_in or rows * d_in * d_out < MIN_MACS:
+    if vals[2].numel() < MIN_OUTPUT:
         return None                        # the cost rule (module note)
     return x, w, bias
 

@@ -39,7 +39,7 @@ def _run_quick(script: str, tmp_path, *extra: str, quick: bool = True) -> str:
                                     "## brrr failed or disagreed with eager"]),
     ("bench_autotune.py", "autotune_runs.md", ["| case | fusion | threads | default cold s |",
                                                "| measured merges | against policy |"]),
-    ("bench_epilogues.py", "epilogues.md", ["brrr:no-epilogues / brrr", "linear 64x32x48 + gelu"]),
+    ("bench_epilogues.py", "epilogues.md", ["brrr / epilogues", "linear 64x32x48 + gelu"]),
     ("cost_validation.py", "cost_validation.md", ["## Fit", "## The ten worst predictions",
                                                   "| all |"]),
     ("bench_compile.py", "compile.md", ["## Cold and warm first call",

@@ -7,6 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from brrr_compiler.passes import run_pipeline
+from brrr_compiler.passes.linear_epilogues import MIN_OUTPUT, WITH_EPILOGUES
 from tests.helpers import aten_graph, check_against_eager
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(),
@@ -18,11 +19,14 @@ ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
 
 
 def _fused_attrs(fn, *args) -> list[str]:
-    gm = run_pipeline(aten_graph(fn, *args))
+    gm = run_pipeline(aten_graph(fn, *args), WITH_EPILOGUES)
     return [n.args[3] for n in gm.graph.nodes if n.target is LINEAR_POINTWISE]
 
 
-def _weights(n_in=64, n_out=512):      # with 512 rows: MIN_MACS, and rows >= n_in
+ON = {"passes": WITH_EPILOGUES}
+
+
+def _weights(n_in=64, n_out=1024):     # with 512 rows: MIN_OUTPUT elements
     g = torch.Generator().manual_seed(0)
     return torch.randn(n_out, n_in, generator=g), torch.randn(n_out, generator=g)
 
@@ -39,17 +43,17 @@ def test_an_activation_after_a_linear_layer_is_folded_and_matches_eager(attr, sh
 
     x = torch.randn(shape, generator=torch.Generator().manual_seed(1))
     assert _fused_attrs(f, x, w, b) == [attr]
-    check_against_eager(f, x, w, b, grad=False)
+    check_against_eager(f, x, w, b, grad=False, options=ON)
 
 
 def test_a_pre_activation_read_elsewhere_is_not_folded():
     def f(x, w, b):
         y = F.linear(x, w, b)
-        return F.gelu(y), y.sum()
+        return F.gelu(y), y * 2
 
     x = torch.randn(512, 64)
     assert _fused_attrs(f, x, *_weights()) == []
-    check_against_eager(f, x, *_weights(), grad=False)
+    check_against_eager(f, x, *_weights(), grad=False, options=ON)
 
 
 @pytest.mark.parametrize("fn", [
@@ -62,7 +66,7 @@ def test_what_is_not_a_linear_layer_and_its_activation_is_left(fn):
     w, b = _weights()
     x = torch.randn(512, 64)
     assert _fused_attrs(fn, x, w, b) == []
-    check_against_eager(fn, x, w, b, grad=False)
+    check_against_eager(fn, x, w, b, grad=False, options=ON)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
@@ -72,31 +76,36 @@ def test_other_dtypes_are_left(dtype):
     assert _fused_attrs(lambda x, w, b: F.silu(F.linear(x, w, b)), x, w, b) == []
 
 
-@pytest.mark.parametrize("rows, n_in, n_out", [(64, 64, 512),    # fewer MACs than MIN_MACS
-                                               (511, 512, 4096)])  # fewer rows than inputs
-def test_small_layers_are_left(rows, n_in, n_out):
-    """The cost rule (the pass's note): oneDNN's fixed cost per call, or its weight
-    reorder, would cost more than the activation's pass over the output."""
-    w, b = _weights(n_in, n_out)
-    assert _fused_attrs(lambda x, w, b: F.gelu(F.linear(x, w, b)), torch.randn(rows, n_in), w, b) == []
+def test_small_layers_are_left():
+    """The cost rule (the pass's note): below MIN_OUTPUT output elements oneDNN's fixed
+    cost per call exceeds the activation pass it saves."""
+    w, b = _weights(768, 3072)
+    x = torch.randn(MIN_OUTPUT // 3072, 768)          # one row short of MIN_OUTPUT
+    assert _fused_attrs(lambda x, w, b: F.gelu(F.linear(x, w, b)), x, w, b) == []
+
+
+def test_it_is_not_in_the_default_pipeline():
+    w, b = _weights()
+    gm = run_pipeline(aten_graph(lambda x, w, b: F.relu(F.linear(x, w, b)), torch.randn(512, 64), w, b))
+    assert not any(n.target is LINEAR_POINTWISE for n in gm.graph.nodes)
 
 
 def test_training_keeps_the_pre_activation_for_the_backward():
     """The forward graph saves the linear output for GELU's backward: nothing folds, and
     the gradients match eager."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 512), nn.GELU(), nn.Linear(512, 64), nn.SiLU())
+    model = nn.Sequential(nn.Linear(64, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.SiLU())
     x = torch.randn(512, 64, requires_grad=True)
-    graphs = check_against_eager(model, x, grad=True)
+    graphs = check_against_eager(model, x, grad=True, options=ON)
     assert not any("_linear_pointwise" in op for g in graphs for _, op in g.aten_nodes)
 
 
 def test_an_inference_mlp_runs_each_layer_as_one_call():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 512), nn.GELU(), nn.Linear(512, 512), nn.ReLU(),
-                          nn.Linear(512, 8)).eval()
+    model = nn.Sequential(nn.Linear(64, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.ReLU(),
+                          nn.Linear(1024, 8)).eval()
     x = torch.randn(2, 512, 64)
     with torch.no_grad():
-        graphs = check_against_eager(model, x, grad=False, kernels=False)
+        graphs = check_against_eager(model, x, grad=False, kernels=False, options=ON)
     ops = [op for g in graphs for _, op in g.aten_nodes]
     assert sum("_linear_pointwise" in op for op in ops) == 2, ops

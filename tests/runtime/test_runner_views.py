@@ -101,9 +101,11 @@ def test_a_view_of_an_aten_result_whose_real_strides_differ_from_its_fake():
 def test_views_of_a_linear_layer_with_its_activation_are_reinterpreted():
     """linear_epilogues' call gives its result the activation's storage: the views after
     it are metadata the kernels read through, never ATen calls."""
+    from brrr_compiler.passes.linear_epilogues import WITH_EPILOGUES
     x = torch.randn(8, 4096, requires_grad=True)
-    w = torch.randn(512, 64, requires_grad=True)
+    w = torch.randn(1024, 64, requires_grad=True)
     graphs = check_against_eager(
-        lambda x, w: (x.view(512, 64) @ w.t()).relu().view(8, 64, 512).transpose(0, 1) * 2, x, w)
+        lambda x, w: (x.view(512, 64) @ w.t()).relu().view(8, 64, 1024).transpose(0, 1) * 2,
+        x, w, options={"passes": WITH_EPILOGUES})
     code = _runner(graphs, "forward")
     assert "_linear_pointwise" in code and "aten.view." not in code, code
