@@ -12,10 +12,13 @@ Over a reduced dim, the copies matter only to a sum (n times the value) and to p
 amax, amin, any, all and mean of n copies are those of one, so those read one copy of the
 reduced broadcast dims as well.
 
-Safety: static sizes and strides only (the FakeTensor's, which Dynamo guards). Only when
-no reader of the reduction is a graph output or a view: the expanded result has stride 0
-where eager's reduction returns a dense tensor, and a kernel or ATen op that reads it
-cannot tell. The result is the same values: each copy is reduced by the same loop.
+Safety: static sizes and strides only (the FakeTensor's, which Dynamo guards), and only
+where the reduction's result is contiguous, as eager's reductions of such inputs give it:
+the expanded copy is cloned back into that layout. Its readers then see the strides they
+saw before (a pointwise op lays its output out by its inputs' strides, as TensorIterator
+does: `minimum(x.amax(2), y.t())` of an expanded x came out transposed, eager's
+contiguous, fuzz seed 70981), and the clone costs nothing inside the kernel that reads
+it. The result is the same values: each copy is reduced by the same loop.
 """
 import contextlib
 
@@ -23,7 +26,6 @@ import torch
 from torch.fx import GraphModule
 
 from ._dims import REDUCTIONS, copies_reduce, reduced_dims
-from ._purity import is_view
 
 aten = torch.ops.aten
 
@@ -42,7 +44,9 @@ def broadcast_reductions(gm: GraphModule) -> GraphModule:
             one = _call(gm, node.target, (src, *node.args[1:]), dict(node.kwargs))
             one.meta.update({k: v for k, v in node.meta.items() if k != "val"})
             spread = _call(gm, aten.expand.default, (one, out_shape))
-        node.replace_all_uses_with(spread)
+            dense = _call(gm, aten.clone.default, (spread,),
+                          {"memory_format": torch.contiguous_format})
+        node.replace_all_uses_with(dense)
         gm.graph.erase_node(node)
     return gm
 
@@ -55,7 +59,7 @@ def _plan(node) -> tuple[list[int], list[int]] | None:
     val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
     if not isinstance(val, torch.Tensor) or not isinstance(out, torch.Tensor) \
             or val.layout != torch.strided or not _static(val) or not _static(out) \
-            or val.numel() == 0 or any(u.op == "output" or is_view(u) for u in node.users):
+            or val.numel() == 0 or not out.is_contiguous():
         return None
     reduced = reduced_dims(node, val.dim())
     if reduced is None:

@@ -54,12 +54,25 @@ def test_a_pointwise_result_of_a_broadcast_is_dense_and_left():
 @pytest.mark.parametrize("fn", [
     lambda x: x.sum(1).exp(),           # a sum over the broadcast dim adds its copies
     lambda x: x.sum().exp(),            # so does a sum over every dim
-    lambda x: x.amin(2),                # a graph output: eager returns a dense tensor
-    lambda x: x.amin(2).t().exp(),      # a view reads it
 ])
 def test_leaves(fn):
     target, _ = _reduction_input(fn, _broadcast(3, 1, 5))
     assert target == "placeholder"
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.amin(2),                            # a graph output
+    lambda x: x.amin(2).t().exp(),                  # a view reads it
+    lambda x, y: torch.minimum(x.amax(2), y.t()),   # fuzz seed 70981: layout by strides
+])
+def test_the_one_copy_is_cloned_back_into_eagers_layout(fn):
+    """Readers see the dense result eager's reduction gives, so outputs, views and the
+    layout of pointwise ops that read it are eager's."""
+    x = _broadcast(3, 1, 5)
+    args = (x, torch.randn(6, 3)) if fn.__code__.co_argcount == 2 else (x,)
+    target, shape = _reduction_input(fn, *args)
+    assert target is aten.slice.Tensor and shape[1] == 1
+    check_against_eager(fn, *args, grad=False)
 
 
 def test_a_dense_input_is_left():
