@@ -71,6 +71,9 @@ _LOSS_LAYOUTS = {aten.mse_loss.default: "iterator", aten.smooth_l1_loss.default:
 # ops whose CPU kernels make contiguous results whatever the input's layout (their fake
 # kernels follow the input)
 _CONTIGUOUS = {aten.log_sigmoid_forward.default}
+# ops whose CPU kernels clone self laid out as empty_like(self) (keeping a non-dense
+# self's stride order), where their fake kernels make a contiguous result
+_LIKE_SELF = {aten.index_fill.int_Scalar, aten.index_fill.int_Tensor}
 # batch norms: eager's CPU kernel lays the output out in the input's suggested memory
 # format (channels-last stays, a transposed 2-d or 3-d input gives a contiguous output)
 _SUGGESTED_FORMAT = {aten.native_batch_norm, aten._native_batch_norm_legit,
@@ -85,6 +88,9 @@ def _eager_kernel_layout(op, args, kwargs, want):
     some is torch's Python reference, whose rule differs: logaddexp of an expanded and a
     transposed input is transposed in eager, contiguous to the reference), the losses'
     above, and the contiguous or suggested-format results of the ops above."""
+    if op in _LIKE_SELF and isinstance(want, torch.Tensor) and _static(args[0]):
+        stride = torch._prims_common.compute_elementwise_output_strides(args[0])
+        return torch.empty_strided(want.shape, stride, dtype=want.dtype, device=want.device)
     if op in _CONTIGUOUS and want[0].device.type == "cpu":
         return type(want)(_in_format(w, torch.contiguous_format) for w in want)
     if op.overloadpacket in _SUGGESTED_FORMAT and want[0].device.type == "cpu" \

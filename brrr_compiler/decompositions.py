@@ -178,6 +178,20 @@ def _contiguous_first(op):
     return decomposition
 
 
+def _index_fill(op):
+    def decomposition(x, dim, index, value):
+        """A non-dense self cloned first (preserve_format): eager's index_fill clones self
+        laid out as empty_like(self), keeping a permuted view's stride order, where
+        FakeTensor's makes it contiguous. Traced with FakeTensor's strides, torch's lerp
+        reference after an `index_fill_` on such a view skipped the copy that gives eager's
+        layout (fuzz seed 72400: a permuted step-sliced input). A dense self keeps
+        ATen's op."""
+        if torch._prims_common.is_non_overlapping_and_dense_or_false(x):
+            return NotImplemented
+        return op(aten.clone.default(x, memory_format=torch.preserve_format), dim, index, value)
+    return decomposition
+
+
 def table() -> dict:
     return {op: eager_layout(op, fn) for op, fn in _decompositions().items()}
 
@@ -198,5 +212,7 @@ def _decompositions() -> dict:
         aten.slice_backward.default: slice_backward,
         aten._softmax.default: _contiguous_first(aten._softmax.default),
         aten._log_softmax.default: _contiguous_first(aten._log_softmax.default),
+        aten.index_fill.int_Scalar: _index_fill(aten.index_fill.int_Scalar),
+        aten.index_fill.int_Tensor: _index_fill(aten.index_fill.int_Tensor),
         **batch_norm_decomposition.table(),
     }

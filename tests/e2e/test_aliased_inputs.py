@@ -2,10 +2,12 @@
 overlapping views of one buffer, inputs mutated in place (aliased too), outputs that are
 views of inputs and stay views; brrr's outputs and the inputs after the call as eager's.
 """
+import pytest
 import torch
 from torch.testing import assert_close
 
 from tests.e2e.graph_checks import randn
+from tests.helpers import check_against_eager
 
 def _run_both(fn, make_args):
     """(eager outputs, eager args after the call), (brrr outputs, brrr args after)."""
@@ -98,3 +100,22 @@ def test_view_output_then_mutated():
     _assert_same(bargs, eargs)
     act[0].add_(1)                        # still a view: writes show through
     assert_close(bargs[0][:, 1:], act[0])
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_index_fill_of_a_permuted_strided_view_keeps_eagers_layout(grad):
+    """Fuzz seed 72400: index_fill_ on a permuted view of a step-sliced input, then lerp and
+    a broadcast product. Eager's index_fill keeps a non-dense self's stride order (its
+    FakeTensor said contiguous), and the layouts after it follow (decompositions.py,
+    decomposition_layout.py)."""
+    g = torch.Generator().manual_seed(72400)
+    x0 = torch.randn((7, 64, 200), generator=g)[..., 1::2]
+    b, idx, y = torch.randn((1, 64, 1), generator=g), torch.tensor([3, 50, 99]), \
+        torch.randn((100, 64, 7), generator=g, requires_grad=grad)
+
+    def f(x0, b, idx, y):
+        v = x0.permute(2, 1, 0)
+        v.index_fill_(0, idx, -2.0)
+        return torch.lerp(v, y, 0.25) * b
+
+    check_against_eager(f, x0, b, idx, y, grad=grad, strict=True)
