@@ -27,3 +27,14 @@ def no_calibration(tmp_path_factory):
         os.environ.pop("BRRR_CALIBRATION_DIR", None)
     else:
         os.environ["BRRR_CALIBRATION_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def seeded_torch(request):
+    """Each test draws its unseeded random inputs from a seed of its own name, so a failure
+    repeats when the test runs alone or in another order (a float32 sum whose tolerance was
+    too tight failed CI on one draw in two and passed every rerun)."""
+    import zlib
+
+    import torch
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
