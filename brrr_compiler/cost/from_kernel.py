@@ -12,7 +12,8 @@ index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access 
 innermost-loop stride s is not 0 or 1 (a transposed read) moves min(64, s * itemsize)
 bytes per element: one cache line per element at worst. A per-row scratch array (kernel.scratch)
 stays in the core's cache: it costs no memory traffic. An index loaded from a tensor
-(gather's, embedding's) ranges over its whole extent. A column fold is one fold of the column kind
+(gather's, embedding's) takes at most one value per point its index tensor is read at, and
+at most its dim's extent. A column fold is one fold of the column kind
 per point (its partial rows stay in cache too); the columns phase runs once per point
 of the reduction domain.
 """
@@ -33,35 +34,65 @@ def inner_stride(index, inner, hints: dict | None) -> int:
     return abs(as_int(sympy.expand(index).coeff(inner), hints)) if inner is not None else 1
 
 
-def buffer_bytes(indices, extents: dict, inner, size: int, hints: dict | None) -> int:
+def buffer_bytes(indices, extents: dict, inner, size: int, hints: dict | None,
+                 sources: dict | None = None) -> int:
     """Bytes an access pattern moves: dense accesses once over their footprint, strided
     ones a share of a cache line per element."""
     strides = {e: inner_stride(e, inner, hints) for e in indices}
     dense = [e for e in indices if strides[e] in (0, 1)]
-    nbytes = _footprint(dense, extents, hints) * size
+    nbytes = _footprint(dense, extents, hints, sources) * size
     for e in indices:
         if strides[e] not in (0, 1):
-            nbytes += _footprint([e], extents, hints) * min(LINE, strides[e] * size)
+            nbytes += _footprint([e], extents, hints, sources) * min(LINE, strides[e] * size)
     return nbytes
 
 
-def _footprint(indices, extents: dict, hints: dict | None) -> int:
-    """Elements touched by accesses at `indices` over variables with `extents`."""
+def _footprint(indices, extents: dict, hints: dict | None, sources: dict | None = None) -> int:
+    """Elements touched by accesses at `indices` over variables with `extents`. A loaded
+    index (a key of `sources`) takes at most one value per point of the loop variables
+    its index tensor is read over: the product over those, where smaller."""
     per_index, largest = 0, 0
     for e in indices:
         used = [v for v in e.free_symbols if v in extents]
-        per_index += prod(extents[v] for v in used)
+        points = prod(extents[v] for v in used)
+        if sources and any(v in sources for v in used):
+            under = set().union(*(sources.get(v, {v}) for v in used))
+            points = min(points, prod(extents[v] for v in under))
+        per_index += points
         top = e.xreplace({v: sympy.Integer(extents[v] - 1) for v in used})
         largest = max(largest, as_int(top, hints) + 1)
     return min(per_index, largest)
 
 
 def _indirect_extents(kernel: Kernel, hints: dict | None) -> dict:
-    """The extent of each index loaded from a tensor (gather's `bounded` values): an
-    indirect load may touch any element along its dim, so its footprint is counted over
-    the whole extent, as the FX counter counts the whole input."""
+    """The extent of each index loaded from a tensor (gather's `bounded` values): the
+    largest value it may take, where the access's highest element lies."""
     return {sympy.Symbol(s.out, integer=True): as_int(s.index, hints)
             for s in kernel.body if s.op == "bounded"}
+
+
+def _indirect_sources(kernel: Kernel, loop_vars: set) -> dict:
+    """Each loaded index -> the loop variables its value depends on (through the loads
+    and `index` values that compute it): an embedding of 1024 tokens reads 1024 rows of
+    its table, not the whole table."""
+    defs = {s.out: s for s in kernel.body if s.out}
+    sources: dict = {}
+    for s in kernel.body:
+        if s.op != "bounded":
+            continue
+        used, todo, seen = set(), [s.args[0]], set()
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in defs:
+                continue
+            seen.add(name)
+            d = defs[name]
+            if d.op in ("load", "index") and d.index is not None:
+                for v in d.index.free_symbols:
+                    used |= sources.get(v, {v} if v in loop_vars else set())
+            todo.extend(d.args)
+        sources[sympy.Symbol(s.out, integer=True)] = used
+    return sources
 
 
 def _accesses(kernel: Kernel):
@@ -104,12 +135,13 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}
     extents.update({v: as_int(r, hints) for v, r in
                     zip(kernel.reduction_vars, kernel.reduction_ranges)})
+    sources = _indirect_sources(kernel, set(extents))
     extents.update(_indirect_extents(kernel, hints))
     dtypes = {b.name: b.dtype for b in kernel.buffers}
     outputs = {b.name for b in kernel.outputs}
     inner = kernel.loop_vars[-1] if kernel.loop_vars and not kernel.reduction_vars else None
     for name, (indices, loop_phases) in _accesses(kernel).items():
-        nbytes = buffer_bytes(indices, extents, inner, itemsize(dtypes[name]), hints)
+        nbytes = buffer_bytes(indices, extents, inner, itemsize(dtypes[name]), hints, sources)
         if name in outputs:
             stats.bytes_written += nbytes
             continue
