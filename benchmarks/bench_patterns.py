@@ -144,24 +144,15 @@ def run_case(seed: int, size: str, size_bytes: int, backends, rounds: int) -> di
 
 def parse_args(argv=None):
     p = harness.base_parser(__doc__, "patterns.md")
-    p.add_argument("--seeds", default="0:60", help="A:B, the half-open seed range")
-    p.add_argument("--sizes", default=",".join(SIZES),
-                   help=f"comma-separated size classes ({', '.join(SIZES)})")
+    harness.pattern_options(p, seeds="0:60", sizes=",".join(SIZES), rounds=7,
+                            max_tensor_bytes=512e6)
     p.add_argument("--backends", default="eager,floor,inductor,brrr",
                    help="comma-separated (floor: Dynamo's own per-call cost; "
                         "brrr:<policy> or brrr:<option>=<value> for brrr variants)")
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--max-tensor-bytes", type=float, default=512e6,
-                   help="cap on the largest input of a case (16x a large LLC would not fit)")
     p.add_argument("--only", default=None, help="SEED:SIZE: run and print that one case")
-    p.add_argument("--quick", action="store_true",
-                   help="a smoke test: seeds 0:2 at the L1 and L2 sizes, eager and brrr, "
-                        "2 rounds")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.seeds, args.sizes, args.backends, args.rounds = "0:2", "l1,l2", "eager,brrr", 2
-    args.results_dir = harness.results_dir(args.results_dir, args.quick)
-    return args
+    quick = dict(seeds="0:2", sizes="l1,l2", backends="eager,brrr", rounds=2)
+    return harness.parse_quick(p, argv, quick, "a smoke test: seeds 0:2 at the L1 and L2 "
+                               "sizes, eager and brrr, 2 rounds")
 
 
 def main(argv=None) -> None:

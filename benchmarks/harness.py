@@ -290,6 +290,28 @@ def base_parser(doc: str, out: str) -> argparse.ArgumentParser:
     return p
 
 
+def pattern_options(p: argparse.ArgumentParser, seeds: str, sizes: str, rounds: int,
+                    max_tensor_bytes: float) -> None:
+    """The options of a suite over generated patterns (benchmarks/patterns.py)."""
+    p.add_argument("--seeds", default=seeds, help="pattern seeds A:B, half-open ('' for none)")
+    p.add_argument("--sizes", default=sizes, help="comma-separated pattern size classes")
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--max-tensor-bytes", type=float, default=max_tensor_bytes,
+                   help="cap on the largest input of a case")
+
+
+def parse_quick(p: argparse.ArgumentParser, argv, quick: dict, quick_help: str):
+    """Parse with a --quick smoke-test flag that sets the options in `quick` and sends the
+    results to QUICK_RESULTS_DIR (see results_dir)."""
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    args = p.parse_args(argv)
+    if args.quick:
+        for name, value in quick.items():
+            setattr(args, name, value)
+    args.results_dir = results_dir(args.results_dir, args.quick)
+    return args
+
+
 QUICK_RESULTS_DIR = Path(tempfile.gettempdir()) / "brrr-bench-quick"
 
 

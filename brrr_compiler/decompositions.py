@@ -185,7 +185,7 @@ def _index_fill(op):
         FakeTensor's makes it contiguous. Traced with FakeTensor's strides, torch's lerp
         reference after an `index_fill_` on such a view skipped the copy that gives eager's
         layout (fuzz seed 72400: a permuted step-sliced input). A dense self keeps
-        ATen's op."""
+        ATen's op. The result's own layout rule is decomposition_layout's _LIKE_SELF."""
         if torch._prims_common.is_non_overlapping_and_dense_or_false(x):
             return NotImplemented
         return op(aten.clone.default(x, memory_format=torch.preserve_format), dim, index, value)
