@@ -17,13 +17,13 @@ one-element graphs of 1 and 9 kernels):
   batch and training steps.
 
 Each workload is compiled with brrr's defaults (the cost policy) against the calibration
-in --calibration-dir, which this script measures first unless told --no-calibrate. Its
-kernels' times come from torch.profiler: while a profiler runs, brrr's runner makes one
-call per kernel and records each as `brrr::<kernel>` inside `brrr::<graph>` (runtime/
-profiling.py). A kernel's measured time is the median over --rounds rounds of the median
-of its calls in the round; its predicted time is the explain report's (overhead + the
-roofline of the lowered kernel with its schedule). Writes results/cost_validation.md and
-cost_validation.json.
+in --calibration-dir, which this script measures first unless told --no-calibrate. Each
+kernel is then timed on its own (kernel_replay.py): one profiled run keeps every kernel
+call's arguments, and each call is replayed on copies of them, many times in one native
+call of the segment trampoline (as the runner's segments call kernels). A kernel's measured
+time is the median over --rounds rounds; its predicted time is the explain report's
+(overhead + the roofline of the lowered kernel with its schedule). Writes
+results/cost_validation.md and cost_validation.json.
 """
 from __future__ import annotations
 
@@ -35,8 +35,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
-from collections import defaultdict
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -47,16 +45,22 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
 import torch  # noqa: E402
 
 import harness  # noqa: E402
+import kernel_replay  # noqa: E402
 import machine_env  # noqa: E402
 from cost_validation_report import render  # noqa: E402
 
 from brrr_compiler.backend import brrr_backend  # noqa: E402
 from brrr_compiler.calibration import measure  # noqa: E402
 from brrr_compiler.cost import current_device_spec, save_device_spec  # noqa: E402
-from brrr_compiler.runtime.profiling import PREFIX  # noqa: E402
 
-ROUND_S = 0.05      # profiled calls per round: about this long, at least MIN_CALLS
-MIN_CALLS = 3
+
+
+@functools.cache
+def _trampoline():
+    from brrr_compiler.config import build_config
+    from brrr_compiler.runtime import trampoline
+    cfg = build_config(None)
+    return trampoline.load(cfg.cache_dir, cfg.cxx, cfg.cache_max_bytes)
 
 
 def _backend(calibration_dir: str, sink: list):
@@ -123,21 +127,6 @@ def _model(case, mode: str, with_loss, backend):
     return run
 
 
-def kernel_times(run, calls: int) -> dict[tuple[str, str], list[float]]:
-    """(graph, kernel) -> seconds of each of its calls over `calls` runs, from the profiler."""
-    acts = [torch.profiler.ProfilerActivity.CPU]
-    with torch.profiler.profile(activities=acts) as prof:
-        for _ in range(calls):
-            run()
-    out = defaultdict(list)
-    for e in prof.events():
-        parent = e.cpu_parent
-        if e.name.startswith(PREFIX) and parent is not None and parent.name.startswith(PREFIX):
-            key = (parent.name[len(PREFIX):], e.name[len(PREFIX):])
-            out[key].append(e.cpu_time_total * 1e-6)
-    return out
-
-
 def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int,
                  failed: list[str]) -> list[dict]:
     """One row per kernel of the workload: its report's prediction and its measured time;
@@ -147,17 +136,12 @@ def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int
     run = make(_backend(calibration_dir, sink))
     if run is None:
         return []
-    start = time.perf_counter()
-    run()
-    calls = max(MIN_CALLS, int(ROUND_S / max(time.perf_counter() - start, 1e-6)))
-    per_round = defaultdict(list)
-    for _ in range(rounds):
-        for key, times in kernel_times(run, calls).items():
-            per_round[key].append(statistics.median(times))
+    timed = kernel_replay.median_by_kernel(
+        kernel_replay.time_calls(kernel_replay.capture(run), _trampoline(), rounds))
     rows = []
     for graph in sink:
         for k in graph.kernels:
-            got = per_round.get((graph.name, k.name))
+            got, how = timed.get((graph.name, k.name), (None, None))
             if k.predicted_s is None:          # the target: every kernel has an estimate
                 failed.append(f"{name}: {k.name} has no estimate ({k.estimate_error})")
             if not got or k.predicted_s is None:
@@ -167,7 +151,7 @@ def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int
                          "bytes": k.bytes, "flops": k.flops, "compute_s": k.compute_s,
                          "memory_s": k.memory_s, "schedule": k.schedule,
                          "pred": k.predicted_s, "meas": statistics.median(got),
-                         "spread": spread(got)})
+                         "spread": spread(got), "timed": how})
     return rows
 
 
@@ -181,28 +165,20 @@ def spread(values: list[float]) -> float:
 
 def parse_args(argv=None):
     p = harness.base_parser(__doc__, "cost_validation.md")
-    p.add_argument("--seeds", default="0:120", help="pattern seeds A:B ('' for none)")
-    p.add_argument("--sizes", default="l1,l2,llc", help="pattern size classes")
-    p.add_argument("--max-tensor-bytes", type=float, default=64e6)
+    harness.pattern_options(p, seeds="0:120", sizes="l1,l2,llc", rounds=5,
+                            max_tensor_bytes=64e6)
     p.add_argument("--suite", action=argparse.BooleanOptionalAction, default=True,
                    help="the kernel suite's cases")
     p.add_argument("--heavy", action="store_true", help="the kernel suite's 1 GB case too")
     p.add_argument("--models", default="all", help="model names, 'all' or '' for none")
     p.add_argument("--modes", default="inference,training")
-    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calibration-dir",
                    default=str(Path(tempfile.gettempdir()) / "brrr-cost-validation"))
     p.add_argument("--no-calibrate", action="store_true",
                    help="use the calibration already in --calibration-dir")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke test: two l1 patterns, the suite's quick cases, no models, one "
-                        "round, no calibration")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.seeds, args.sizes, args.models, args.rounds = "0:2", "l1", "", 1
-        args.no_calibrate = True
-    args.results_dir = str(harness.results_dir(args.results_dir, args.quick))
-    return args
+    quick = dict(seeds="0:2", sizes="l1", models="", rounds=1, no_calibrate=True)
+    return harness.parse_quick(p, argv, quick, "smoke test: two l1 patterns, the suite's "
+                               "quick cases, no models, one round, no calibration")
 
 
 def cases(args):

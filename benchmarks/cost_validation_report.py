@@ -85,7 +85,8 @@ def worst_table(rows: list[dict], spec, n: int = 10) -> str:
     worst = sorted(rows, key=ratio, reverse=True)[:n]
     table = [{"workload": r["workload"], "kernel": r["kernel"], "ops": r["ops"][:60],
               "schedule": r["schedule"][:60], "predicted us": f"{r['pred'] * 1e6:.1f}",
-              "measured us": f"{r['meas'] * 1e6:.1f}", "why": why(r, spec)} for r in worst]
+              "measured us": f"{r['meas'] * 1e6:.1f}", "timed": r.get("timed", ""),
+              "why": why(r, spec)} for r in worst]
     return harness.markdown_table(table, list(table[0]))
 
 
@@ -112,8 +113,9 @@ def render(spec, facts: dict, rows: list[dict], failed: list[str]) -> str:
 NOTES = """## Reading it
 
 - ratio: max(pred/meas, meas/pred) per kernel; `pred > meas`: the share over-predicted.
-- measured: the kernel's call as the profiled runner makes it (one ctypes call per kernel,
-  outputs allocated per call; outside a profiler, runs of kernels are one native call, so
-  small kernels cost a little less there). The profiler's event adds under a microsecond.
+- measured: the kernel alone, replayed on copies of its arguments from one run
+  (kernel_replay.py): repeated in one native call of the segment trampoline, as segments
+  run kernels (`timed: native`), or, for kernels with symbolic sizes or an error flag,
+  in a Python loop over its ctypes call, a microsecond or more each (`timed: python`).
 - Decades are of measured time. Spearman within a decade tests the ranking where bytes
   alone no longer order the kernels."""

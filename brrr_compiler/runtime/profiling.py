@@ -13,7 +13,9 @@ compiling costs nothing more either.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
+from typing import Callable, NamedTuple
 
 import torch
 import torch.fx
@@ -32,6 +34,36 @@ def is_kernel_call(target) -> bool:
     return getattr(target, "brrr_kernel", None) is not None
 
 
+class KernelCall(NamedTuple):
+    """One kernel call of a profiled graph run, kept for replay (benchmarks time each
+    kernel on its own with these): `call` is runner.make_call's function."""
+    graph: str
+    call: Callable
+    args: tuple
+    outputs: tuple
+
+
+class _Capture(threading.local):
+    graph: str = ""
+    calls: list | None = None
+
+
+_CAPTURE = _Capture()
+
+
+@contextlib.contextmanager
+def kernel_calls():
+    """While a profiler runs inside this block, every generated kernel's call on this
+    thread is recorded as a KernelCall, its arguments and outputs kept alive, into the
+    list this yields. (Without a profiler brrr's plain runner runs, which records nothing:
+    segments call several kernels in one native call.)"""
+    old, _CAPTURE.calls = _CAPTURE.calls, []
+    try:
+        yield _CAPTURE.calls
+    finally:
+        _CAPTURE.calls = old
+
+
 def _recorded(call):
     """`call` inside a profiler event named after its kernel; the event carries the
     inputs, so `record_shapes=True` shows their shapes."""
@@ -39,7 +71,10 @@ def _recorded(call):
 
     def recorded(*args):
         with _RecordFunctionFast(label, args):
-            return call(*args)
+            outputs = call(*args)
+        if _CAPTURE.calls is not None:
+            _CAPTURE.calls.append(KernelCall(_CAPTURE.graph, call, args, tuple(outputs)))
+        return outputs
 
     # the same name as `call`, so the profiled program's code reads like the plain one
     recorded.__name__ = recorded.__qualname__ = call.__name__
@@ -72,5 +107,6 @@ class ProfiledRunner:
             with self._lock:
                 if self._forward is None:
                     self._forward = profiled_program(self.gm).forward
+        _CAPTURE.graph = self.label[len(PREFIX):]
         with _RecordFunctionFast(self.label):
             return self._forward(args)

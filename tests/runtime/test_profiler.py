@@ -153,3 +153,22 @@ def test_demo_trace_into_a_missing_folder_is_one_clear_error(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["k0_add_mul_erf", "graph0_forward"])
 def test_event_names(name):
     assert profiling.event_name(name) == f"brrr::{name}"
+
+
+def test_kernel_calls_keep_each_call_to_replay(tmp_path):
+    """profiling.kernel_calls() keeps every kernel call of a profiled run (graph, call,
+    arguments, outputs): calling it again on its arguments gives its outputs, and outside
+    the block nothing is kept."""
+    compiled, sink = _compile(tmp_path)
+    x, w = _inputs()
+    compiled(x, w)
+    with profiling.kernel_calls() as calls, torch.profiler.profile():
+        compiled(x, w)
+    (graph,) = sink
+    assert [c.call.brrr_kernel.name for c in calls] == [k.name for k in graph.kernels]
+    assert {c.graph for c in calls} == {graph.name}
+    for c in calls:
+        assert_close(list(c.call(*c.args)), list(c.outputs))
+    with torch.profiler.profile():
+        compiled(x, w)
+    assert len(calls) == len(graph.kernels)
