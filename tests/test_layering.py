@@ -29,7 +29,7 @@ LEAVES = ["config", "config_checks", "ops", "scalar_ops", "log", "torch_logs", "
           "reduction_spec", "accuracy", "ti_strides"]
 # the driver and the tools around the pipeline: they import anything, nothing imports them
 TOP = ["__init__", "backend", "explain", "graph_report", "cli", "cli_cache", "demo",
-       "calibration", "autotune_plan", "lowered_count"]
+       "calibration", "calibration_kernels", "autotune_plan", "lowered_count"]
 MAX_LINES = 350
 
 

@@ -3,7 +3,8 @@
     compute  = cheap flops / flop rate + transcendentals / transcendental rate  (per dtype)
     memory   = (bytes read + written) at the bandwidth of where they live
                + per-row re-reads (at cache speed when a row of them fits in L2)
-    overhead = the per-kernel call (C call through the runner; a launch on a GPU)
+    overhead = the per-kernel call (C call through the runner; a launch on a GPU), and on
+               a CPU the fork and join of its threads when its schedule runs it on several
     time     = overhead + max(compute, memory) + (1 - overlap) * min(compute, memory)
 
 Note on the combination. With overlap = 1 this is the roofline (time is the larger of
@@ -64,8 +65,13 @@ def hit_fraction(nbytes: float, llc_bytes: float) -> float:
 
 
 def parallel_threads(stats: KernelStats, device: DeviceSpec) -> int:
-    """Threads the kernel runs on (CPU codegen: small kernels stay on one thread)."""
-    if device.kind != "cpu" or stats.points >= device.parallel_min_elements and (
+    """Threads the kernel runs on: its schedule's word where sizes are known, else the
+    C++ printer's rule (small kernels stay on one thread)."""
+    if device.kind != "cpu":
+        return device.threads
+    if stats.forks is not None:
+        return device.threads if stats.forks else 1
+    if stats.points >= device.parallel_min_elements and (
             stats.rows > 1 or stats.points >= SPLIT_MIN_RED):
         return device.threads
     return 1
@@ -127,10 +133,11 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0,
 
 def predict(stats: KernelStats, device: DeviceSpec, working_set: int | None = None) -> Estimate:
     """`stats`' time on `device`; `working_set`: see memory_seconds."""
-    slow = device.threads / parallel_threads(stats, device)
+    threads = parallel_threads(stats, device)
+    slow = device.threads / threads
     compute = compute_seconds(stats, device) * slow
     memory = memory_seconds(stats, device, slow, working_set)
-    overhead = device.kernel_overhead_s
+    overhead = device.kernel_overhead_s + (device.fork_overhead_s if threads > 1 else 0.0)
     hi, lo = max(compute, memory), min(compute, memory)
     total = overhead + hi + (1.0 - device.overlap) * lo
     if overhead >= hi:

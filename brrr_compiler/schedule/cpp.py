@@ -49,7 +49,7 @@ def _short(k: Kernel, d: int) -> bool:
 def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     pieces = tuple(split_bounds(k))
     sizes = static_sizes(k.ranges) if k.loop_vars else None
-    fork = None
+    fork = None if k.loop_vars else False      # a 0-d kernel has no loop to fork
     if sizes is not None:
         *outer, inner = sizes
         fork = forks(product(outer) * tiles(inner, INNER_TILE), min(inner, INNER_TILE),

@@ -6,7 +6,8 @@ import torch
 from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
-from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _cache_sizes, _Figures, copy_bandwidth
+from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _cache_sizes, _Figures
+from brrr_compiler.calibration_kernels import copy_bandwidth, fork_overhead
 
 
 def test_json_round_trip_in_the_cache_dir(tmp_path):
@@ -69,6 +70,19 @@ def test_calibrate_subcommand_and_measurements():
     assert 0 < l2 <= llc
     bandwidth = copy_bandwidth(1 << 20, calls=5)         # bytes/s of a 1 MB copy
     assert 0 < bandwidth < float("inf")                  # no speed asserted: machines vary
+
+
+def test_fork_overhead_is_a_parallel_regions_cost_and_none_on_one_thread(tmp_path):
+    """calibrate's fork figure: an empty parallel region, built like a kernel; a kernel on
+    one thread forks nothing."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert 0 < fork_overhead(str(tmp_path)) < 1e-3      # no speed asserted beyond sanity
+        torch.set_num_threads(1)
+        assert fork_overhead(str(tmp_path)) == 0.0
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.slow

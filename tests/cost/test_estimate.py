@@ -28,7 +28,8 @@ def _x(*shape, dtype=torch.float32):
 def estimate_group(group, device: DeviceSpec):
     """The estimate the cost policy makes for `group`'s kernel as lowering would print it
     for `device`'s target."""
-    policy = cost_policy(device, "cpp" if device.kind == "cpu" else "triton", threads=1)
+    cpu = device.kind == "cpu"
+    policy = cost_policy(device, "cpp" if cpu else "triton", threads=device.threads if cpu else 1)
     return policy.kernel(set(group.nodes), frozenset(), group.outputs)
 
 
@@ -96,11 +97,16 @@ def test_cache_resident_kernel_runs_at_cache_bandwidth():
 
 
 def test_small_kernel_runs_on_one_thread():
-    g = _only_group(lambda x: x.exp(), _x(N, N))
-    two = TOY.replace(threads=2, flops={"float32": 2e9}, transcendentals=2e8)
-    assert estimate_group(g, two).compute_s == pytest.approx(N * N / 2e8)
-    single = estimate_group(g, two.replace(parallel_min_elements=10 * N * N))
-    assert single.compute_s == pytest.approx(N * N / 1e8)
+    """The schedule says whether a kernel forks: a small one runs on one thread, at one
+    thread's rates and without the fork's overhead."""
+    two = TOY.replace(threads=2, flops={"float32": 2e9}, transcendentals=2e8,
+                      fork_overhead_s=5e-6)
+    big = estimate_group(_only_group(lambda x: x.exp(), _x(N, N)), two)
+    assert big.compute_s == pytest.approx(N * N / 2e8)
+    assert big.overhead_s == pytest.approx(1e-6 + 5e-6)
+    small = estimate_group(_only_group(lambda x: x.exp(), _x(64, 64)), two)
+    assert small.compute_s == pytest.approx(64 * 64 / 1e8)
+    assert small.overhead_s == pytest.approx(1e-6)
 
 
 def test_softmax_rereads_rows_from_cache():

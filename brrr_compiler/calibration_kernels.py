@@ -1,0 +1,144 @@
+"""The micro-kernels `brrr calibrate` times (calibration.py lists them and what each
+figure is): brrr's own compiled chains, timed through the driver or replayed natively.
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+
+QUANTILE = 0.2     # each figure is a low percentile: on a shared machine noise only adds
+
+
+def _per_call(fn, args=(), calls: int = 10, rounds: int = 7, budget_s: float = 2.0,
+              clock=time.perf_counter) -> float:
+    """Low-quantile seconds per call of fn(*args), over `rounds` batches of `calls`."""
+    fn(*args)
+    samples, start = [], time.perf_counter()
+    for _ in range(rounds):
+        t0 = clock()
+        for _ in range(calls):
+            fn(*args)
+        samples.append((clock() - t0) / calls)
+        if time.perf_counter() - start > budget_s and len(samples) >= 3:
+            break
+    samples.sort()
+    return samples[int(QUANTILE * (len(samples) - 1))]
+
+
+def copy_bandwidth(nbytes: int, calls: int, clock=time.perf_counter) -> float:
+    """Bytes/s of dst.copy_(src), counting read + write."""
+    n = nbytes // 4
+    src, dst = torch.ones(n), torch.empty(n)
+    return 2 * n * 4 / _per_call(dst.copy_, (src,), calls=calls, clock=clock)
+
+
+def _compiled(step: str, steps: int, result: str = "x", **options):
+    """The compiled chain (see _chain), once per process and thread count: the repeated
+    tries of a figure time it again rather than compile it again."""
+    return _compiled_for(torch.get_num_threads(), step, steps, result,
+                         tuple(sorted(options.items())))
+
+
+@functools.cache
+def _compiled_for(threads: int, step: str, steps: int, result: str, options: tuple):
+    from brrr_compiler.backend import brrr_backend
+    return torch.compile(_chain(step, steps, result),
+                         backend=functools.partial(brrr_backend, options=dict(options) or None),
+                         dynamic=False)
+
+
+def _chain(step: str, steps: int, result: str = "x"):
+    """def fn(x): x = <step>, `steps` times; return <result> — a fresh code object each
+    time, so Dynamo compiles each chain once (no recompiles of a shared function)."""
+    body = "".join(f"    x = {step}\n" for _ in range(steps))
+    namespace = {"torch": torch}
+    exec(compile(f"def fn(x):\n{body}    return {result}\n",
+                 f"<brrr-calibrate {step} x{steps} {result}>", "exec"), namespace)
+    return namespace["fn"]
+
+
+FMA, EXP, ADD = "x * 1.0001 + 0.5", "torch.exp(-x)", "x + 1.0"
+# functions measured beside exp: their rates differ (libmvec, brrr's own erf)
+FUNCTIONS = {"sin": "torch.sin(x)", "tanh": "torch.tanh(x)", "erf": "torch.erf(x)",
+             "sigmoid": "torch.sigmoid(x)"}
+REDUCTIONS = {"reduce_sum": "x.sum(-1)", "reduce_max": "x.amax(-1)"}
+
+
+def overheads(cache_dir: str, clock=time.perf_counter) -> tuple[float, float]:
+    """(per-kernel, per-call) seconds from one-element graphs of 1 and 9 kernels."""
+    x = torch.ones(1)
+    t1, t9 = (_per_call(_compiled(ADD, k, fusion="none", cache_dir=cache_dir), (x,),
+                        calls=200, clock=clock) for k in (1, 9))
+    per_kernel = max((t9 - t1) / 8, 0.0)
+    return per_kernel, max(t1 - per_kernel, 0.0)
+
+
+def fork_overhead(cache_dir: str, clock=time.perf_counter) -> float:
+    """Seconds a kernel pays to run on all threads rather than one: an OpenMP parallel
+    region with an empty body (the fork and join every parallel kernel does), entered
+    10000 times in one native call, built as brrr builds kernels. 0 on one thread."""
+    import ctypes
+
+    from brrr_compiler.runtime.build import BuildError, build_and_load
+    threads = torch.get_num_threads()
+    if threads == 1:
+        return 0.0
+    source = ("// brrr calibrate: the cost of a parallel region (calibration_kernels.py)\n"
+              "#include <stdint.h>\n"
+              'extern "C" void brrr_forks(int64_t n, int64_t threads) {\n'
+              "  for (int64_t i = 0; i < n; ++i) {\n"
+              "    #pragma omp parallel num_threads(threads)\n"
+              '    { __asm__ volatile("" ::: "memory"); }\n'
+              "  }\n}\n")
+    try:
+        fn = build_and_load(source, cache_dir).brrr_forks
+    except (BuildError, OSError):
+        return 0.0
+    fn.argtypes, fn.restype = [ctypes.c_int64, ctypes.c_int64], None
+    n = 10_000
+    fn(n, threads)                                   # the pool's threads start here
+    return min(_timed(lambda: fn(n, threads), clock) for _ in range(7)) / n
+
+
+def _timed(fn, clock) -> float:
+    start = clock()
+    fn()
+    return clock() - start
+
+
+def chain_rate(step: str, steps: tuple[int, int], dtype, cache_dir: str, numel: int = 1 << 18,
+               clock=time.perf_counter) -> float:
+    """Steps x elements per second of brrr kernels running `step` `steps` times: the slope
+    between two chain lengths, so call overhead and memory traffic cancel out."""
+    x = torch.rand(numel, dtype=dtype)
+    t = [_per_call(_compiled(step, k, cache_dir=cache_dir), (x,), calls=20, clock=clock)
+         for k in steps]
+    return (steps[1] - steps[0]) * numel / max(t[1] - t[0], 1e-12)
+
+
+def cache_bandwidth(cache_dir: str, clock=time.perf_counter) -> float:
+    """Bytes/s (read + write) of a brrr kernel x + 1 on cache-resident data: the slope
+    between 192K and 768K floats, so the call overhead cancels out."""
+    fn = _compiled(ADD, 1, cache_dir=cache_dir)
+    sizes = (3 << 16, 3 << 18)
+    t = [_per_call(fn, (torch.rand(n),), calls=50, clock=clock) for n in sizes]
+    return 8 * (sizes[1] - sizes[0]) / max(t[1] - t[0], 1e-12)
+
+
+def scalar_transcendental_rate(cache_dir: str, clock=time.perf_counter) -> float:
+    """sin evaluations per second inside a row argmax (a loop gcc does not vectorize): the
+    slope between 1 and 4 sins per element over 256 cache-resident rows of 1024."""
+    x = torch.rand(256, 1024)
+    t = [_per_call(_compiled("torch.sin(x)", k, "x.argmax(-1)", cache_dir=cache_dir),
+                   (x,), calls=10, clock=clock) for k in (1, 4)]
+    return 3 * x.numel() / max(t[1] - t[0], 1e-12)
+
+
+def reduce_rate(expr: str, cache_dir: str, clock=time.perf_counter) -> float:
+    """Elements per second a brrr row reduction folds (cache-resident rows of 1024): the
+    slope between 192 and 768 rows."""
+    fn = _compiled(expr, 1, cache_dir=cache_dir)
+    t = [_per_call(fn, (torch.rand(rows, 1024),), calls=20, clock=clock) for rows in (192, 768)]
+    return (768 - 192) * 1024 / max(t[1] - t[0], 1e-12)
