@@ -30,13 +30,32 @@ def hoisted(k: Kernel, pieces: list[Kernel] = ()) -> list[Stmt]:
     if not k.loop_vars or k.is_reduction:
         return []
     defs = {s.out: s for s in k.body if s.out is not None}
+    everywhere = set(defs).intersection(*({s.out for s in p.body} for p in pieces))
+    return _closure(k.body, defs, [n for n in _movable(k, defs) if n in everywhere])
+
+
+def column_hoisted(k: Kernel, body: list[Stmt], excluded: set[str]) -> list[Stmt]:
+    """The statements of a column kernel's loop phase `body` that do not depend on the
+    column (`k`'s innermost kept variable) and read memory, with the statements they
+    need: computed once per streamed row before the loop over the tile's columns
+    (cpp_outer_reduce.py) rather than once per column. Values in `excluded` (the tile's
+    per-column arrays) and folds never move."""
+    defs = {s.out: s for s in body if s.out is not None and s.op != "reduce"}
+    return _closure(body, defs, _movable(k, defs, excluded))
+
+
+def _movable(k: Kernel, defs: dict, excluded: set[str] = frozenset()) -> list[str]:
+    """The values of `defs` that do not depend on `k`'s innermost loop variable, read no
+    buffer `k` writes, are computed from `defs` only (none of `excluded`), and read
+    memory (directly or through their arguments)."""
     inner, written = str(k.loop_vars[-1]), {b.name for b in k.outputs}
     memo: dict[str, bool] = {}
 
     def invariant(name: str) -> bool:
         if name not in memo:
-            s = defs[name]
-            memo[name] = (inner not in _index_names(s) and s.buffer not in written
+            s = defs.get(name)
+            memo[name] = (s is not None and name not in excluded and inner not in
+                          _index_names(s) and s.buffer not in written
                           and all(map(invariant, _uses(s, defs))))
         return memo[name]
 
@@ -48,15 +67,19 @@ def hoisted(k: Kernel, pieces: list[Kernel] = ()) -> list[Stmt]:
             reads[name] = s.op == "load" or any(map(reads_memory, _uses(s, defs)))
         return reads[name]
 
-    everywhere = set(defs).intersection(*({s.out for s in p.body} for p in pieces))
+    return [n for n in defs if invariant(n) and reads_memory(n)]
+
+
+def _closure(body: list[Stmt], defs: dict, roots: list[str]) -> list[Stmt]:
+    """`roots` and the statements they need, in body order."""
     needed: set[str] = set()
-    todo = [n for n in defs if n in everywhere and invariant(n) and reads_memory(n)]
+    todo = list(roots)
     while todo:
         name = todo.pop()
         if name not in needed:
             needed.add(name)
-            todo += _uses(defs[name], defs)
-    return [s for s in k.body if s.out in needed]
+            todo += [u for u in _uses(defs[name], defs) if u in defs]
+    return [s for s in body if s.out in needed]
 
 
 def _index_names(s: Stmt) -> set[str]:

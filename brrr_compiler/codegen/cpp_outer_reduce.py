@@ -25,6 +25,10 @@ piece is a whole row further on), where the hardware prefetcher starts afresh. S
 loop asks for the piece PREFETCH_BYTES ahead (the schedule names the inputs: schedule/rows.py) (at least MIN_AHEAD rows, at most MAX_AHEAD)
 of every input it reads contiguously along the columns (benchmarks/results/notes.md,
 "Column prefetch").
+
+Values of a row that are the same for every column of the tile (an input broadcast
+along the columns, what is computed from it) are computed once per streamed row, before
+the loop over the tile (cpp_hoist.column_hoisted), not once per column.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
 from brrr_compiler.codegen.cpp_accumulators import init_value, is_short, update
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
+from brrr_compiler.codegen.cpp_hoist import column_hoisted
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.kernel_ir import Phase, Stmt
 from brrr_compiler.schedule.rows import LINE_BYTES, column_prefetch_loads
@@ -86,8 +91,12 @@ class OuterReductionPrinter(ReductionPrinter):
 
     def loop_phase(self, phase: Phase, indent: str) -> list[str]:
         reds = [s for s in phase.body if s.op == "reduce"]
+        once = column_hoisted(self.k, phase.body, self.row_level)   # once per row
+        hoisted = {s.out for s in once}
         body = []
         for s in phase.body:
+            if s.out in hoisted:
+                continue
             if s.op == "reduce":
                 body.append(update(s.value, f"c_{s.out}[b]", s.args[0]))
                 if s.value in ("max", "min"):
@@ -100,6 +109,7 @@ class OuterReductionPrinter(ReductionPrinter):
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
         lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
+        lines += [f"{indent}    {self._stmt(s)}" for s in once]
         lines += self._tile_loop(indent + "    ", body)
         lines += [f"{indent}  }}"]
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])

@@ -1,4 +1,5 @@
-"""Values the same all along a pointwise kernel's inner loop are computed once per row,
+"""Values the same all along a kernel's inner loop are computed once per row (pointwise
+kernels) or once per streamed row (column kernels),
 before it (codegen/cpp_hoist.py), checked as text; values against eager."""
 import torch
 from torch.testing import FileCheck
@@ -46,3 +47,27 @@ def test_hoisted_values_match_eager():
         b[0, 0] = float("nan")
         check_against_eager(_broadcast_mask, x, m, b)
         check_against_eager(_broadcast_mask, x.transpose(0, 1), m.transpose(0, 1), b.transpose(0, 1))
+
+
+def _column_max_of_broadcast(x, m):
+    # a max over dim 1 of where(m, -inf, tanh(x)), x expanded along the kept last dim:
+    # the column schedule, with tanh(x) the same for every column of a row
+    return torch.where(m, float("-inf"), torch.tanh(x)).amax(1)
+
+
+def _column_inputs(dtype=torch.float64):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 64, 1, generator=gen, dtype=dtype).expand(8, 64, 257)
+    return x, torch.rand(8, 64, 257, generator=gen) < 0.3
+
+
+def test_column_kernels_compute_row_values_once_per_row():
+    """A value of a streamed row that no column changes (tanh of the broadcast input) is
+    computed before the loop over the tile's columns, not once per column."""
+    src = _source(_column_max_of_broadcast, *_column_inputs())
+    row_loop = src.split("for (int64_t rr = cb; rr < ce; ++rr) {", 1)[1]
+    before, inner = row_loop.split("#pragma omp simd", 1)
+    assert "brrr_libm_tanh(" in before and "brrr_libm_tanh(" not in inner.split("}", 1)[0]
+    for dtype in (torch.float64, torch.float32):
+        x, m = _column_inputs(dtype)
+        check_against_eager(_column_max_of_broadcast, x, m)
