@@ -61,8 +61,24 @@ def _read_l3_size() -> str:
     return "unknown"
 
 
+def source_commit() -> str:
+    """The commit of this checkout the run measured (with "+ local changes" when tracked
+    files differ from it), or "unknown" outside a git checkout."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + (" + local changes" if dirty else "")) if head else "unknown"
+
+
 def machine_info() -> dict:
     return {
+        "commit": source_commit(),
         "cpu": _read_cpu_model(),
         "cores": len(os.sched_getaffinity(0)),
         "l3": _read_l3_size(),
