@@ -54,6 +54,7 @@ def _levels(group, final: set) -> dict:
 class _GroupLowering:
     def __init__(self, group, red_vars, red_ranges=()):
         self.members = set(group.nodes)
+        self.stored = set(group.outputs)
         self.red_var_list, self.red_ranges = list(red_vars), list(red_ranges)
         self.final = after_rows(self.members, group.across)   # computed once, after all rows
         self.col_final = after_rows(self.members, group.columns)   # once per column, after
@@ -128,11 +129,18 @@ class _GroupLowering:
 
     def _held(self, node, v: V, body: Body) -> V:
         """`v` as eager holds `node`'s value: rounded to float16/bfloat16 when the node has
-        that dtype (with round_results), else in the compute dtype the rules left it in."""
+        that dtype (with round_results), else in the compute dtype the rules left it in.
+        A value the kernel stores is rounded for its consumers here too: whatever reads
+        the stored tensor later (the backward, recomputing from a saved softmax) must see
+        the bits the consumers here saw. The backward recomputed an fp16 add from the
+        saved, rounded softmax where the forward had added the unrounded one; amin's
+        gradient then found no element equal to the saved minimum and divided by a count
+        of 0 (NaN gradients, fuzz seed 79394)."""
         dtype = node.meta["val"].dtype
         if v.dtype == dtype or dtype not in LOW_PRECISION:
             return v
-        return body.cast(v, dtype if self.round_results else opmath(dtype))
+        rounds = self.round_results or node in self.stored
+        return body.cast(v, dtype if rounds else opmath(dtype))
 
     def _from_scratch(self, node, idx, scope, body: Body) -> V | None:
         """Re-read an expensive value an earlier loop phase computed (softmax's exp)."""

@@ -87,6 +87,16 @@ def test_float32_mode_skips_a_decompositions_own_casts():
     assert not _same_bits(got, eager)            # eager rounds silu's result first
 
 
+def test_float32_mode_consumers_read_a_stored_value_as_stored():
+    """A value the kernel also stores (here returned; in training, saved for backward)
+    rounds before its consumers read it: a backward recomputing from the stored tensor
+    must see what the forward's consumers saw (fuzz seed 79394: amin's gradient found no
+    element equal to the saved minimum and came out NaN)."""
+    a, b = _inputs(2)
+    s, prod = _run(lambda a, b: (F.silu(a), F.silu(a) * b), a, b, mode="float32")
+    assert _same_bits(prod, (s.float() * b.float()).to(BF16))
+
+
 def _layer_norm_gelu_grads(fn, x, w):
     x, w = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
     out = fn(x, w)
