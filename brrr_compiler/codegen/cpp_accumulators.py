@@ -112,6 +112,10 @@ class Accumulators:
             return "int"          # int, not bool: bool accumulators stop gcc vectorizing
         return None
 
+    def float_lanes_sum(self, r: Stmt) -> bool:
+        """A float32 sum whose simd lanes add in float (cpp_reduce.SUM_CHUNK)."""
+        return r.value == "sum" and r.dtype is torch.float32 and self.total_ctype(r, True) is None
+
     def decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str,
               lanes: bool = False) -> list[str]:
         dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
@@ -151,6 +155,14 @@ def invariant_sums(stmts: list[Stmt], var) -> frozenset:
             varying.add(s.out)
     return frozenset(s.out for s in stmts if s.op == "reduce" and s.value == "sum"
                      and s.args and s.args[0] not in varying)
+
+
+def signed_sums(k: Kernel) -> frozenset:
+    """The sums whose summand has a known sign: they cannot cancel, so their float lanes
+    keep long chunks (cpp_reduce.SUM_CHUNK)."""
+    signed = known_signs(k)
+    return frozenset(s.out for s in k.body if s.op == "reduce" and s.value == "sum"
+                     and s.args and s.args[0] in signed)
 
 
 def sums_into_totals(k: Kernel) -> frozenset:

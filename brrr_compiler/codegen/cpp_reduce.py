@@ -20,6 +20,7 @@ import torch
 
 from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update,
                                                      invariant_sums, is_short,
+                                                     signed_sums,
                                                      sums_into_totals, update)
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_walk
@@ -33,6 +34,14 @@ from brrr_compiler.schedule_ir import CppSchedule
 from brrr_compiler.transforms.scratch import rows_in_outputs
 
 CHUNK = 1024
+# A float32 sum of values that may cancel: its float lanes add at most SUM_CHUNK / lanes
+# values each before the chunk's total goes on in double. With 1024 (128 adds a lane at
+# AVX2 widths) the sum of 10,000 randn values erred 2.8x eager's cascade sum (median over
+# 30 seeds), and a broadcast scalar's gradient failed against float64 (fuzz seed 79097);
+# with 256 the median error is eager's or below from 1e3 to 1e7 values. Shorter chunks
+# cost a sum loop up to ~15% in cache, so sums of one sign (cpp_accumulators.signed_sums:
+# exps, squares), whose error stays relative to their result, keep CHUNK.
+SUM_CHUNK = 256
 SPLIT_SLICE = 16384     # a split row's non-reducing loop phase: the slice a thread takes
 
 
@@ -54,6 +63,7 @@ class ReductionPrinter:
         self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent),
                                 (invariant_sums(kernel.body, inner) if inner is not None
                                  else frozenset()) | sums_into_totals(kernel))
+        self.signed = signed_sums(kernel)
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False) -> list[str]:
         """`shared`: values the split row's threads read from outside their parallel
@@ -108,7 +118,9 @@ class ReductionPrinter:
         inputs may be prefetched (cpp_prefetch.py). `fence`: streamed stores are fenced
         after the segments (a thread's slice of a split row); rows fence once per thread
         (cpp_parallel.parallel_loop)."""
-        inner, m, lines = self.segment_head(indent, lo, hi)
+        chunk = SUM_CHUNK if any(self.acc.float_lanes_sum(r) and r.out not in self.signed
+                                 for r in reds) else CHUNK
+        inner, m, lines = self.segment_head(indent, lo, hi, chunk)
         for r in reds:
             lines += self.acc.decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
         if prefetch:
@@ -121,13 +133,15 @@ class ReductionPrinter:
         lines += self.chunk(phase, reds, indent + "  ", inner, m)
         return lines + [f"{indent}  cb = ce;", f"{indent}}}"]
 
-    def segment_head(self, indent: str, lo: str, hi: str) -> tuple[str, str, list[str]]:
-        """Open the segment loop over [lo, hi): (innermost variable, its extent, lines)."""
+    def segment_head(self, indent: str, lo: str, hi: str,
+                     chunk: int = CHUNK) -> tuple[str, str, list[str]]:
+        """Open the segment loop over [lo, hi), segments of at most `chunk` elements:
+        (innermost variable, its extent, lines)."""
         rv, last = self.k.reduction_vars, len(self.k.reduction_vars) - 1
         inner, m = (rv[last], f"m{last}") if rv else ("rr", "n_red")   # unit dims dropped
         lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi};) {{",
                  f"{indent}  const int64_t ro = cb / {m};",
-                 f"{indent}  const int64_t ce = brrr_min_i64(brrr_min_i64(cb + {CHUNK}, {hi}), (ro + 1) * {m});"]
+                 f"{indent}  const int64_t ce = brrr_min_i64(brrr_min_i64(cb + {chunk}, {hi}), (ro + 1) * {m});"]
         if last > 0:
             lines.append(f"{indent}  int64_t rrest = ro;")
             lines += [f"{indent}  const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};"

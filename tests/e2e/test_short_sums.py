@@ -3,6 +3,8 @@ values no longer adds them one after another in float. Eager's sums keep interle
 partials, so its mean of 8 or 16 equal values is exact; brrr's was an ulp off, and
 (x - mean) * rsqrt(var + 1e-5) over equal rows made that 316 ulps.
 
+Long sums of values that may cancel add in float lanes of at most 32 values (SUM_CHUNK).
+
 Row sums that go on into a sum across rows (a full sum of normalized rows) add in double
 too, where their summand's sign is unknown: their float lanes' errors were all that was
 left of a total that cancels.
@@ -91,3 +93,17 @@ def test_a_full_sum_of_normalized_rows_is_as_close_as_eagers():
     got = torch.compile(f, backend="brrr")(a, b).item()
     assert abs(got - exact) <= abs(f(a, b).item() - exact)
     check_against_eager(f, a, b, grad=True, strict=True, reference=f)
+
+
+def test_long_sums_of_values_that_cancel_are_as_close_as_eagers():
+    """Fuzz seed 79097: a scalar's gradient is a sum of 10,000 cotangents. Float lanes
+    adding 128 values each before the chunk total went on in double erred 2.8x eager's
+    cascade sum (median over seeds); lanes of 32 (cpp_reduce.SUM_CHUNK) do not."""
+    f = torch.compile(lambda x: x.sum(), backend="brrr", dynamic=False)
+    brrr, eager = [], []
+    for seed in range(30):
+        x = torch.randn(10_000, generator=torch.Generator().manual_seed(seed))
+        exact = x.double().sum().item()
+        brrr.append(abs(f(x).item() - exact))
+        eager.append(abs(x.sum().item() - exact))
+    assert sorted(brrr)[15] <= 1.25 * sorted(eager)[15]
