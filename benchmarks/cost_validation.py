@@ -56,14 +56,6 @@ from brrr_compiler.runtime import replay  # noqa: E402
 
 
 
-@functools.cache
-def _trampoline():
-    from brrr_compiler.config import build_config
-    from brrr_compiler.runtime import trampoline
-    cfg = build_config(None)
-    return trampoline.load(cfg.cache_dir, cfg.cxx, cfg.cache_max_bytes)
-
-
 def _backend(calibration_dir: str, sink: list):
     return functools.partial(brrr_backend, options={"calibration_dir": calibration_dir},
                              _sink=sink)
@@ -140,7 +132,7 @@ def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int
     if run is None:
         return []
     timed = kernel_replay.median_by_kernel(
-        kernel_replay.time_calls(replay.capture(run), _trampoline(), rounds))
+        kernel_replay.time_calls(replay.capture(run), kernel_replay.trampoline_lib(), rounds))
     rows = []
     for graph in sink:
         for k in graph.kernels:

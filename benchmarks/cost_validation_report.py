@@ -64,7 +64,7 @@ def targets(fit_rows: list[dict], calibrated: bool) -> list[str]:
     return [f"- {what}: {'met' if ok else 'NOT met'}" for what, ok in checks]
 
 
-def why(r: dict, spec) -> str:
+def why(r: dict) -> str:
     """What the model got wrong about one kernel, from its terms."""
     over = r["pred"] > r["meas"]
     parts = [f"{'over' if over else 'under'}-predicted {ratio(r):.1f}x, {r['bound']}-bound"]
@@ -81,12 +81,12 @@ def why(r: dict, spec) -> str:
     return "; ".join(parts)
 
 
-def worst_table(rows: list[dict], spec, n: int = 10) -> str:
+def worst_table(rows: list[dict], n: int = 10) -> str:
     worst = sorted(rows, key=ratio, reverse=True)[:n]
     table = [{"workload": r["workload"], "kernel": r["kernel"], "ops": r["ops"][:60],
               "schedule": r["schedule"][:60], "predicted us": f"{r['pred'] * 1e6:.1f}",
               "measured us": f"{r['meas'] * 1e6:.1f}", "timed": r.get("timed", ""),
-              "why": why(r, spec)} for r in worst]
+              "why": why(r)} for r in worst]
     return harness.markdown_table(table, list(table[0]))
 
 
@@ -103,7 +103,7 @@ def render(spec, facts: dict, rows: list[dict], failed: list[str]) -> str:
     calibrated = spec.source.startswith("calibrated")
     parts = ["## Targets", "\n".join(targets(fit_rows, calibrated)),
              "## Fit", harness.markdown_table(fit_rows, list(fit_rows[0])),
-             "## The ten worst predictions", worst_table(rows, spec), NOTES]
+             "## The ten worst predictions", worst_table(rows), NOTES]
     if failed:
         parts += ["## Workloads that did not run, kernels with no estimate",
                   "\n".join(f"- {f}" for f in failed)]

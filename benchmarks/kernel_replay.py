@@ -13,10 +13,18 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
-from brrr_compiler.runtime import replay
+from brrr_compiler.config import build_config
+from brrr_compiler.runtime import replay, trampoline
 from brrr_compiler.runtime.profiling import KernelCall
 
 CALL_S = 0.01        # one timed call (or Python loop) lasts about this long
+
+
+def trampoline_lib():
+    """The segment trampoline for the default configuration's cache and compiler (None
+    where it cannot be built: every call is then replayed in Python)."""
+    cfg = build_config(None)
+    return trampoline.load(cfg.cache_dir, cfg.cxx, cfg.cache_max_bytes)
 
 
 class Timed(NamedTuple):

@@ -75,10 +75,11 @@ def overheads(cache_dir: str, clock=time.perf_counter) -> tuple[float, float]:
     return per_kernel, max(t1 - per_kernel, 0.0)
 
 
-def fork_overhead(cache_dir: str, clock=time.perf_counter) -> float:
+def fork_overhead(cache_dir: str, clock=time.perf_counter) -> float | None:
     """Seconds a kernel pays to run on all threads rather than one: an OpenMP parallel
     region with an empty body (the fork and join every parallel kernel does), entered
-    10000 times in one native call, built as brrr builds kernels. 0 on one thread."""
+    10000 times in one native call, built as brrr builds kernels. 0 on one thread; None
+    where it cannot be built (the calibration keeps the generic figure and says so)."""
     import ctypes
 
     from brrr_compiler.runtime.build import BuildError, build_and_load
@@ -95,7 +96,7 @@ def fork_overhead(cache_dir: str, clock=time.perf_counter) -> float:
     try:
         fn = build_and_load(source, cache_dir).brrr_forks
     except (BuildError, OSError):
-        return 0.0
+        return None
     fn.argtypes, fn.restype = [ctypes.c_int64, ctypes.c_int64], None
     n = 10_000
     fn(n, threads)                                   # the pool's threads start here

@@ -16,15 +16,16 @@ stays in the core's cache: it costs no memory traffic. An index loaded from a te
 at most its dim's extent. A column fold is one fold of the column kind
 per point (its partial rows stay in cache too); the columns phase runs once per point
 of the reduction domain. Loads, stores and rounding casts of float16 and bfloat16 values
-cost the conversions the printer writes for them (stats.LOW_PRECISION_COST).
+cost the conversions the printer writes for them (scalar_ops.CONVERSION_COST).
 """
 from __future__ import annotations
 
 import sympy
 import torch
 
-from brrr_compiler.cost.stats import (LOW_PRECISION_COST, SCALAR_FOLDS, KernelStats, as_int,
+from brrr_compiler.cost.stats import (SCALAR_FOLDS, KernelStats, as_int,
                                       itemsize, prod)
+from brrr_compiler import scalar_ops
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.schedule_ir import CppSchedule, TritonSchedule
 
@@ -129,7 +130,7 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
         scalar = phase.loop and not columns and any(
             s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
         for s in phase.body:
-            convert = LOW_PRECISION_COST.get((s.op, s.dtype))
+            convert = scalar_ops.CONVERSION_COST.get((s.op, s.dtype))
             if convert:
                 stats.add_flops(convert, torch.float32, count)
             if s.op in NO_WORK:

@@ -89,15 +89,6 @@ class KernelStats:
             self.flops[key] = self.flops.get(key, 0) + count * cost
 
 
-# The C++ printer's conversions of 16-bit floats, in float32 flop-equivalents per element:
-# float16 goes through integer and float arithmetic with selects both ways (cpp_prelude_
-# lowp.h; about 0.2 ns per load and 0.5 per rounding and store on one AVX-512 core, where
-# an add costs 0.08), bfloat16 is a shift to load and store and a short rounding
-# (benchmarks/results/notes.md, "16-bit conversions in the cost model").
-LOW_PRECISION_COST = {("load", torch.float16): 3.0, ("cast", torch.float16): 4.0,
-                      ("store", torch.float16): 4.0, ("load", torch.bfloat16): 0.5,
-                      ("cast", torch.bfloat16): 2.0, ("store", torch.bfloat16): 0.5}
-
 REDUCE = "reduce_"
 SCALAR = "@scalar"
 COLUMNS = "@columns"

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from brrr_compiler.runtime import trampoline
+from brrr_compiler.runtime import segments, trampoline
 from brrr_compiler.runtime.profiling import KernelCall, kernel_calls
 
 
@@ -40,8 +40,7 @@ def native(call: KernelCall, lib):
     trampoline `lib` cannot call it (symbolic sizes, an error flag, too many arguments)."""
     k, fn = call.call.brrr_kernel, call.call
     n = len(k.input_names) + len(k.out_specs)
-    if lib is None or k.size_vars or k.take_error is not None or k.tensor_args \
-            or k.device is not None or n > min(trampoline.MAX_ARGS, trampoline.MAX_SLOTS) \
+    if lib is None or not segments.natively_callable(k) or n > trampoline.MAX_SLOTS \
             or len(call.args) != len(k.input_names):
         return None
     tensors = [_copy(t) for t in (*call.args, *call.outputs)]

@@ -59,13 +59,20 @@ def _extent(shape, stride, dtype) -> int:
     return (1 + sum((s - 1) * st for s, st in zip(shape, stride))) * dtype.itemsize
 
 
+def natively_callable(k) -> bool:
+    """Whether the trampoline can call kernel `k`: static sizes, no error flag to take, no
+    tensor arguments, a CPU kernel, at most MAX_ARGS pointers (replay.py times such
+    kernels the same way)."""
+    if k.size_vars or k.take_error is not None or k.tensor_args or k.device is not None \
+            or len(k.input_names) + len(k.out_specs) > trampoline.MAX_ARGS:
+        return False
+    return _int_specs(k.out_specs) is not None
+
+
 def _static_kernel(node) -> bool:
     call = node.target if node.op == "call_function" else None
     k = getattr(call, "brrr_kernel", None)
-    if k is None or k.size_vars or k.take_error is not None or k.tensor_args \
-            or k.device is not None or len(k.input_names) + len(k.out_specs) > trampoline.MAX_ARGS:
-        return False
-    return _int_specs(k.out_specs) is not None \
+    return k is not None and natively_callable(k) \
         and all(isinstance(a, torch.fx.Node) for a in node.args)
 
 

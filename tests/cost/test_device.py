@@ -126,6 +126,28 @@ def test_implausible_tries_do_not_count_and_the_generic_value_stands_in():
     assert any("implausible" in m for m in log)
 
 
+def test_a_figure_whose_micro_kernel_does_not_build_keeps_the_generic_value():
+    log = []
+    figures = _Figures(log.append)
+    assert figures.settle("fork overhead", lambda: None, default=1.5e-6) == 1.5e-6
+    assert figures.doubtful == ["fork overhead"] and figures.note("fork overhead") == "generic"
+    assert any("did not build" in m for m in log)
+
+
+def test_fork_overhead_is_none_where_its_kernel_cannot_build(tmp_path, monkeypatch):
+    from brrr_compiler.runtime import build
+
+    def fail(*a, **k):
+        raise build.BuildError("no compiler")
+    monkeypatch.setattr(build, "build_and_load", fail)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert fork_overhead(str(tmp_path)) is None
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_noisy_calibration_is_not_saved_unless_forced(tmp_path, monkeypatch):
     from brrr_compiler import calibration
     noisy = calibration.Calibration(generic_cpu(threads=1), {"rate": 0.5}, ["rate"])
