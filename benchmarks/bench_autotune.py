@@ -20,6 +20,7 @@ import tempfile
 import time
 
 import harness
+import reporting
 import machine_env
 import torch
 from bench_cost_model import time_round_robin
@@ -38,7 +39,7 @@ AUTOTUNE = "max-autotune-no-cudagraphs"
 
 
 def parse_args(argv=None):
-    p = harness.base_parser(__doc__, "autotune_runs.md")
+    p = reporting.base_parser(__doc__, "autotune_runs.md")
     p.add_argument("--cases", default=None, help="comma-separated kernel-suite case names "
                    "or cost-model workload names (default: a dozen)")
     p.add_argument("--fusion", default="greedy,cost", help="fusion policies (greedy,cost)")
@@ -48,7 +49,7 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true",
                    help="one small case, the greedy policy, 3 rounds (a smoke test)")
     args = p.parse_args(argv)
-    args.results_dir = harness.results_dir(args.results_dir, args.quick)
+    args.results_dir = reporting.results_dir(args.results_dir, args.quick)
     names = QUICK_CASES if args.quick else DEFAULT_CASES
     args.cases = args.cases.split(",") if args.cases else list(names)
     args.rounds = 3 if args.quick else args.rounds
@@ -170,8 +171,8 @@ def render(args, rows: list[dict]) -> str:
              "Measured decisions that changed something (went against the policy, chose "
              "a finished plan, or moved a kernel off the default thread count), at most "
              "two per row:\n\n" + "\n".join(examples) if examples else ""]
-    return harness.report("max-autotune vs default", facts,
-                          harness.markdown_table([table_row(r) for r in rows], COLUMNS),
+    return reporting.report("max-autotune vs default", facts,
+                          reporting.markdown_table([table_row(r) for r in rows], COLUMNS),
                           [n for n in notes if n])
 
 
@@ -194,7 +195,7 @@ def main(argv=None) -> None:
                 rows.append(measure_case(name, fusion, threads, args.rounds))
                 print(f"[{time.perf_counter() - start:5.0f} s] {table_row(rows[-1])}",
                       file=sys.stderr, flush=True)
-    path = harness.publish(args.out, render(args, rows), args.results_dir)
+    path = reporting.publish(args.out, render(args, rows), args.results_dir)
     path.with_suffix(".json").write_text(json.dumps(rows, indent=1))
 
 

@@ -23,6 +23,7 @@ import sys
 import torch
 
 import harness
+import reporting
 
 CHAIN = (1, 2, 4, 8, 16)
 VIEWS = (1, 2, 4, 8, 16)
@@ -147,8 +148,8 @@ def render(rows, args) -> str:
               "was). brrr - aot_floor is what brrr's runner adds to AOTAutograd's own wrapper."]
     facts = {"rounds x calls per round": f"{args.rounds} x {args.iters}",
              "load average at end (1, 5, 15 min)": ", ".join(f"{x:.1f}" for x in os.getloadavg())}
-    return harness.report("Per-call cost above Dynamo's floor", facts,
-                          harness.markdown_table(table, cols), ["\n".join(notes)])
+    return reporting.report("Per-call cost above Dynamo's floor", facts,
+                          reporting.markdown_table(table, cols), ["\n".join(notes)])
 
 
 def fit_eager(rows) -> float:
@@ -159,7 +160,7 @@ def fit_eager(rows) -> float:
 
 def main(argv=None):
     harness.ensure_malloc_env()
-    p = harness.base_parser(__doc__, "call_overhead.md")
+    p = reporting.base_parser(__doc__, "call_overhead.md")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--iters", type=int, default=200, help="calls per round")
     p.add_argument("--only", default=None, help="comma-separated workload prefixes")
@@ -173,7 +174,7 @@ def main(argv=None):
         rows.append({"workload": name, "kernels": kernels, "views": views, **t})
         print(name, {k: round(v, 1) for k, v in t.items()}, file=sys.stderr)
     text = render(rows, args)
-    harness.publish(args.out, text, args.results_dir)
+    reporting.publish(args.out, text, args.results_dir)
     (harness.Path(args.results_dir) / args.out.replace(".md", ".json")).write_text(
         json.dumps({"rows": rows, "load": os.getloadavg()}, indent=1))
 

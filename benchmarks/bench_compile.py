@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import harness
+import reporting
 import machine_env
 from compile_scaling import plot_scaling, scaling, scaling_section
 
@@ -44,7 +45,7 @@ SCALING = "1,2,4,8,16,32,64"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = harness.base_parser(__doc__, "compile.md")
+    p = reporting.base_parser(__doc__, "compile.md")
     p.add_argument("--quick", action="store_true",
                    help="one workload, no model, aot_eager and brrr, N = 1, 2, 4 once "
                         "(a smoke test)")
@@ -64,7 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.child:
         return args
     quick = args.quick
-    args.results_dir = harness.results_dir(args.results_dir, args.quick)
+    args.results_dir = reporting.results_dir(args.results_dir, args.quick)
     args.workloads = _pick(args.workloads, "bias_gelu" if quick else WORKLOADS, _all_workloads())
     args.models = _pick(args.models, "" if quick else MODELS, _all_models())
     default_backends = "aot_eager,brrr" if quick else "aot_eager,inductor,brrr"
@@ -273,7 +274,7 @@ def render(args, rows: list[dict], scale: dict | None, plot_note: str) -> str:
                                scale["fits"] if scale else None))]
     if rows:
         parts.append("## Cold and warm first call\n\n"
-                     + harness.markdown_table(rows, item_columns(args.backends)))
+                     + reporting.markdown_table(rows, item_columns(args.backends)))
     if scale:
         parts.append(scaling_section(scale, plot_note))
     note = ("`cold`: fresh process, empty cache dirs. `warm`: a second fresh process reusing "
@@ -281,7 +282,7 @@ def render(args, rows: list[dict], scale: dict | None, plot_note: str) -> str:
             "AOTAutograd, no code generation). Models compile in training mode (forward, "
             "loss and backward graphs) unless the item says inference. Every child process "
             "also pays python and torch start-up, which no cell includes.")
-    return harness.report("Compile-time suite", facts, "\n\n".join(parts), [note])
+    return reporting.report("Compile-time suite", facts, "\n\n".join(parts), [note])
 
 
 def main(argv=None) -> None:
@@ -299,7 +300,7 @@ def main(argv=None) -> None:
     scale = scaling(args.scaling, args.scaling_repeats, args.backends) if args.scaling else None
     directory = Path(args.results_dir)
     plot_note = plot_scaling(scale, directory) if scale else ""
-    harness.publish(args.out, render(args, rows, scale, plot_note), directory)
+    reporting.publish(args.out, render(args, rows, scale, plot_note), directory)
     raw = {"backends": args.backends, "items": rows, "scaling": scale}
     (directory / Path(args.out).with_suffix(".json").name).write_text(json.dumps(raw, indent=1))
     print(f"wrote {directory / args.out} in {time.perf_counter() - start:.0f} s", file=sys.stderr)

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 import harness
+import reporting
 import machine_env
 import plots
 from cost_model_cases import KERNELS, WORKLOADS
@@ -183,7 +184,7 @@ def kernel_table(rows: list[dict]) -> str:
               "pred / meas": f"{r['pred'] / r['meas']:.2f}",
               "pred / meas (sum)": f"{r['pred_sum'] / r['meas']:.2f}",
               "spread": f"{r['spread']:.0%}"} for r in rows]
-    return harness.markdown_table(table, list(table[0]))
+    return reporting.markdown_table(table, list(table[0]))
 
 
 def policy_table(rows: list[dict]) -> str:
@@ -195,7 +196,7 @@ def policy_table(rows: list[dict]) -> str:
                       **{f"{p} ms": f"{t[p] * 1e3:.3f}" for p in POLICIES},
                       "cost / best(greedy, none)": f"{r['vs_best']:.3f}",
                       "greedy / cost": f"{r['vs_greedy']:.2f}x", "spread": f"{r['spread']:.0%}"})
-    return harness.markdown_table(table, list(table[0]))
+    return reporting.markdown_table(table, list(table[0]))
 
 
 def summary(rows: list[dict], policies: list[dict]) -> list[str]:
@@ -258,7 +259,7 @@ def render(args, spec, bandwidth: float, rows, policies, png) -> str:
         parts += ["## Fusion policies (cost / greedy / none), same calibration",
                   policy_table(policies)]
     parts.append(NOTES)
-    return harness.report("Cost model suite", facts, "\n\n".join(parts), [])
+    return reporting.report("Cost model suite", facts, "\n\n".join(parts), [])
 
 
 CLOCK_NOTE = {"wall": "wall time (time.perf_counter)",
@@ -287,7 +288,7 @@ NOTES = """## Reading it
 
 
 def parse_args(argv=None):
-    p = harness.base_parser(__doc__, "cost_model.md")
+    p = reporting.base_parser(__doc__, "cost_model.md")
     p.add_argument("--rounds", type=int, default=9, help="round-robin rounds (default 9)")
     p.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "brrr-bench-cost-model"),
                    help="kernel cache and calibration for this suite")
@@ -330,7 +331,7 @@ def main(argv=None) -> None:
     rows = run_kernels(_pick(KERNELS, args.kernels), args.cache_dir, args.rounds, clock)
     policies = run_policies(_pick(WORKLOADS, args.workloads), args.cache_dir, args.rounds, clock)
     png = plot(rows, Path(args.results_dir) / Path(args.out).with_suffix(".png").name)
-    harness.publish(args.out, render(args, spec, bandwidth, rows, policies, png),
+    reporting.publish(args.out, render(args, spec, bandwidth, rows, policies, png),
                     args.results_dir)
     raw = {"kernels": rows, "policies": policies}     # what replot.py redraws from
     (Path(args.results_dir) / Path(args.out).with_suffix(".json").name).write_text(

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import harness
+import reporting
 import machine_env
 import model_check
 
@@ -101,12 +102,12 @@ def table(rows: list[dict], backends) -> str:
             line[f"{b} / epilogues"] = f"{t[b] / t['brrr:epilogues']:.2f}x" \
                 if b in t and "brrr:epilogues" in t else "-"
         out.append(line)
-    return harness.markdown_table(out, list(out[0]))
+    return reporting.markdown_table(out, list(out[0]))
 
 
 def main(argv=None) -> None:
     machine_env.ensure_malloc_env()
-    p = harness.base_parser(__doc__, "epilogues.md")
+    p = reporting.base_parser(__doc__, "epilogues.md")
     p.add_argument("--rounds", type=int, default=11)
     p.add_argument("--models", default="bert,llama,vit,mlp")   # gpt2's Conv1D: no t(w)
     p.add_argument("--backends", default=",".join(BACKENDS))
@@ -128,9 +129,9 @@ def main(argv=None) -> None:
              "layer alone: GEMM + bias, nothing to fold."]
     if failed:
         notes += ["## Backends that failed or disagreed with eager", "\n".join(failed)]
-    harness.publish(args.out, harness.report("Linear-layer epilogues", {"torch threads": str(
+    reporting.publish(args.out, reporting.report("Linear-layer epilogues", {"torch threads": str(
         torch.get_num_threads())}, table(rows, args.backends.split(",")), notes),
-        harness.results_dir(args.results_dir, args.quick))
+        reporting.results_dir(args.results_dir, args.quick))
 
 
 if __name__ == "__main__":

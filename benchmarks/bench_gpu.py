@@ -29,6 +29,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import harness  # noqa: E402
+import reporting  # noqa: E402
 from workloads import bias_gelu, bytes_moved, chain10, silu_mul  # noqa: E402
 
 WORKLOADS = {
@@ -171,7 +172,7 @@ def render(args, device, results: dict, bandwidths: list[float]) -> str:
     status += [f"- {n}: " + "; ".join(f"{b} {s}" for b, s in r["status"].items())
                for n, r in results.items()]
     described = ["Workloads:"] + [f"- {n}: {WORKLOADS[n][2]}" for n in results]
-    return harness.report("GPU suite", facts, harness.markdown_table(rows, cols),
+    return reporting.report("GPU suite", facts, reporting.markdown_table(rows, cols),
                           ["\n".join(status), "\n".join(described)])
 
 
@@ -191,7 +192,7 @@ def main(argv=None) -> None:
         print(text)
         out.write_text(text)
     else:
-        harness.publish(args.out, text)
+        reporting.publish(args.out, text)
 
 
 if __name__ == "__main__":

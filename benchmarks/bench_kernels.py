@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import harness
+import reporting
 import machine_env
 from kernels_report import TWIN, plot, render, targets  # noqa: F401  (targets: tests)
 from workloads import KERNEL_CASES, bytes_moved
@@ -50,7 +51,7 @@ def brrr_variants() -> tuple[str, list[str]]:
 
 
 def parse_args(argv=None):
-    p = harness.base_parser(__doc__, "kernels.md")
+    p = reporting.base_parser(__doc__, "kernels.md")
     p.add_argument("--quick", action="store_true",
                    help=f"the small quick cases, eager and brrr, {QUICK_ROUNDS} rounds "
                         "(a smoke test)")
@@ -64,7 +65,7 @@ def parse_args(argv=None):
                         "brrr:<option>=<value> sets one brrr option")
     args = p.parse_args(argv)
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else 10)
-    args.results_dir = harness.results_dir(args.results_dir, args.quick)
+    args.results_dir = reporting.results_dir(args.results_dir, args.quick)
     return args
 
 
@@ -138,7 +139,7 @@ def main(argv=None) -> None:
         r["stream"] = statistics.median([bandwidths[i], bandwidths[i + 1], run_median])
     directory = Path(args.results_dir)
     plot_notes = plot(results, backends, run_median, directory)
-    harness.publish(args.out, render(args, results, backends, default_policy, bandwidths,
+    reporting.publish(args.out, render(args, results, backends, default_policy, bandwidths,
                                      plot_notes, TARGET_ROUND_S), directory)
     raw = {"bandwidths": bandwidths, "llc_bytes": machine_env.llc_bytes(), "backends": backends,
            "cases": results}

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import harness
+import reporting
 import machine_env
 import library_time
 import model_check
@@ -46,7 +47,7 @@ CONV_NETS = {"resnet", "mobilenet", "convnext"}
 
 
 def parse_args(argv=None):
-    p = harness.base_parser(__doc__, "models.md")
+    p = reporting.base_parser(__doc__, "models.md")
     p.add_argument("--quick", action="store_true",
                    help=f"models {QUICK_MODELS}, eager and brrr only, 2 rounds (a smoke test)")
     p.add_argument("--tiny", action="store_true",
@@ -75,7 +76,7 @@ def parse_args(argv=None):
     small = args.quick or args.tiny
     args.rounds = args.rounds or (2 if small else 10)
     args.profile_rounds = args.profile_rounds or (1 if small else 3)
-    args.results_dir = harness.results_dir(args.results_dir, small)
+    args.results_dir = reporting.results_dir(args.results_dir, small)
     chosen = args.models or (QUICK_MODELS if args.quick else "all")
     args.models = list(MODELS) if chosen == "all" else chosen.split(",")
     args.modes = args.modes.split(",")
@@ -194,12 +195,12 @@ def render(args, results: dict, notes: list[str], facts: dict) -> str:
     status += [f"- {model} {mode}: " + "; ".join(f"{b} {s}" for b, s in r["status"].items())
                for (model, mode), r in results.items()]
     zoo = ["## Models", ""] + [f"- {n}: {MODELS[n].description}" for n in args.models]
-    return harness.report("Model suite", facts, "\n\n".join(tables),
+    return reporting.report("Model suite", facts, "\n\n".join(tables),
                           ["\n".join(status), "\n".join(zoo), "\n".join(notes)])
 
 
 def _table(rows: list[dict]) -> str:
-    return harness.markdown_table(rows, list(rows[0]) if rows else [])
+    return reporting.markdown_table(rows, list(rows[0]) if rows else [])
 
 
 def _load() -> str:
@@ -211,7 +212,7 @@ def _facts(args, caches: str) -> dict:
     the run and kept in the JSON, so that --render-only states the run's, not its own."""
     return {
         **machine_env.machine_info(),
-        "measured with": f"`{harness.command_line()}`",
+        "measured with": f"`{reporting.command_line()}`",
         "noise": f"a machine whose load average exceeds its core count ({os.cpu_count()}) "
                  "gives noisy numbers: compare the load averages at the start and the end",
         "timing": f"{args.rounds} interleaved rounds, one call (inference) or one step "
@@ -250,7 +251,7 @@ def _read_json(args) -> tuple[dict, dict]:
 def _publish(args, results: dict, facts: dict) -> None:
     directory = Path(args.results_dir)
     notes = report.plot(results, args.backends, directory)
-    harness.publish(args.out, render(args, results, notes, facts), directory)
+    reporting.publish(args.out, render(args, results, notes, facts), directory)
 
 
 def run(args) -> tuple[dict, dict]:

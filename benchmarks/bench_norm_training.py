@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import harness
+import reporting
 import machine_env
 
 BACKENDS = ["eager", "inductor", "brrr", "brrr:fold_across_rows=False"]
@@ -82,7 +83,7 @@ def measure(name, case, rounds: int, backends: list[str]) -> dict:
 
 def main(argv=None) -> None:
     machine_env.ensure_malloc_env()
-    p = harness.base_parser(__doc__, "norm_training.md")
+    p = reporting.base_parser(__doc__, "norm_training.md")
     p.add_argument("--quick", action="store_true", help="one small case, 2 rounds, no inductor")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--cases", default=None, help="comma-separated case names")
@@ -106,9 +107,9 @@ def main(argv=None) -> None:
     notes = ["Ratios above 1 mean brrr is faster. `brrr GB/s`: the five tensors of x's size "
              "that must move (forward reads x, g; backward reads x, g and writes x's "
              "gradient) over brrr's time, beside the stream bandwidth above."]
-    text = harness.report("Norm forward + backward with affine gradients", facts,
-                          harness.markdown_table(rows, columns), notes)
-    harness.publish(args.out, text, harness.results_dir(args.results_dir, args.quick))
+    text = reporting.report("Norm forward + backward with affine gradients", facts,
+                          reporting.markdown_table(rows, columns), notes)
+    reporting.publish(args.out, text, reporting.results_dir(args.results_dir, args.quick))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
 import torch  # noqa: E402
 
 import harness  # noqa: E402
+import reporting  # noqa: E402
 import machine_env  # noqa: E402
 from benchmarks.bench_patterns_report import render  # noqa: E402
 from benchmarks.patterns import generate  # noqa: E402
@@ -143,15 +144,15 @@ def run_case(seed: int, size: str, size_bytes: int, backends, rounds: int) -> di
 
 
 def parse_args(argv=None):
-    p = harness.base_parser(__doc__, "patterns.md")
-    harness.pattern_options(p, seeds="0:60", sizes=",".join(SIZES), rounds=7,
+    p = reporting.base_parser(__doc__, "patterns.md")
+    reporting.pattern_options(p, seeds="0:60", sizes=",".join(SIZES), rounds=7,
                             max_tensor_bytes=512e6)
     p.add_argument("--backends", default="eager,floor,inductor,brrr",
                    help="comma-separated (floor: Dynamo's own per-call cost; "
                         "brrr:<policy> or brrr:<option>=<value> for brrr variants)")
     p.add_argument("--only", default=None, help="SEED:SIZE: run and print that one case")
     quick = dict(seeds="0:2", sizes="l1,l2", backends="eager,brrr", rounds=2)
-    return harness.parse_quick(p, argv, quick, "a smoke test: seeds 0:2 at the L1 and L2 "
+    return reporting.parse_quick(p, argv, quick, "a smoke test: seeds 0:2 at the L1 and L2 "
                                "sizes, eager and brrr, 2 rounds")
 
 
@@ -188,7 +189,7 @@ def main(argv=None) -> None:
              "streaming bandwidth (GB/s, start and end)": ", ".join(f"{s / 1e9:.1f}" for s in streams)}
     (directory / "patterns.json").write_text(json.dumps(
         {"facts": facts, "backends": backends, "rows": rows}, indent=1))
-    harness.publish(args.out, render(rows, backends, statistics.median(streams), facts),
+    reporting.publish(args.out, render(rows, backends, statistics.median(streams), facts),
                     directory)
 
 

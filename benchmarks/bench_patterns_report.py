@@ -3,6 +3,7 @@ the cases where brrr is slower than eager, and bandwidth of the large cases."""
 from __future__ import annotations
 
 import harness
+import reporting
 
 SLOWER = 1.10       # brrr more than 10% slower than eager is a case to fix or hand to ATen
 LARGE = ("4llc", "16llc")
@@ -42,7 +43,7 @@ def summary_table(rows: list[dict], backends: list[str]) -> str:
         table.append(line)
     columns = ["size", "cases", "brrr vs eager", "brrr vs inductor", "inductor vs eager",
                "slower than eager"]
-    return harness.markdown_table(table, [c for c in columns if c in table[0]])
+    return reporting.markdown_table(table, [c for c in columns if c in table[0]])
 
 
 def times_line(row: dict) -> str:
@@ -78,5 +79,5 @@ def render(rows: list[dict], backends: list[str], stream: float, facts: dict) ->
              f"## Slower than eager ({len(slow)})",
              "\n".join(map(_case_line, slow)) or "None.",
              "## Backends that did not run or disagreed with eager", "\n".join(failed) or "None."]
-    return harness.report("Generated patterns: brrr against eager and Inductor", facts,
+    return reporting.report("Generated patterns: brrr against eager and Inductor", facts,
                           "", notes)

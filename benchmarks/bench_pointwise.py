@@ -13,13 +13,14 @@ import statistics
 import sys
 
 import harness
+import reporting
 import machine_env
 from workloads import WORKLOADS, bytes_moved
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     names = ",".join(WORKLOADS)
-    p = harness.suite_parser(__doc__, "eager,inductor,brrr", names, "pointwise.md")
+    p = reporting.suite_parser(__doc__, "eager,inductor,brrr", names, "pointwise.md")
     p.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
     p.add_argument("--iters", type=int, default=3, help="calls per backend per round")
     return p.parse_args(argv)
@@ -74,7 +75,7 @@ def render(args, results: dict, bandwidths: list[float]) -> str:
         "timing": f"{args.rounds} interleaved rounds x {args.iters} calls per backend, "
         f"median of per-round means; inputs {args.size}x{args.size} float32",
     }
-    table = harness.markdown_table(rows, columns_for(backends))
+    table = reporting.markdown_table(rows, columns_for(backends))
     status = ["Backend status (first call checked against eager):"]
     status += [
         f"- {name}: " + "; ".join(f"{b} {s}" for b, s in r["status"].items())
@@ -82,7 +83,7 @@ def render(args, results: dict, bandwidths: list[float]) -> str:
     ]
     workloads = ["Workloads:"] + [f"- {name}: {WORKLOADS[name].description}" for name in results]
     notes = ["\n".join(status), "\n".join(workloads)]
-    return harness.report("Pointwise suite", facts, table, notes)
+    return reporting.report("Pointwise suite", facts, table, notes)
 
 
 def main(argv=None) -> None:
@@ -94,7 +95,7 @@ def main(argv=None) -> None:
         results[name] = measure_workload(WORKLOADS[name], args)
         print(f"{name}: {results[name]['status']}", file=sys.stderr, flush=True)
     bandwidths.append(harness.stream_bandwidth())
-    harness.publish(args.out, render(args, results, bandwidths), args.results_dir)
+    reporting.publish(args.out, render(args, results, bandwidths), args.results_dir)
 
 
 if __name__ == "__main__":

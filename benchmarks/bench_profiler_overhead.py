@@ -22,7 +22,7 @@ import time
 import timeit
 import types
 
-import harness
+import reporting
 import machine_env
 import torch
 
@@ -174,7 +174,7 @@ def main() -> None:
               "distinct brrr events: " + ", ".join(events[:3]) + ", ..."]
     text = "\n".join(lines) + "\n"
     print(text)
-    (harness.RESULTS_DIR / "profiler_overhead.md").write_text(text)
+    (reporting.RESULTS_DIR / "profiler_overhead.md").write_text(text)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import torch  # noqa: E402
 from torch.utils._pytree import tree_flatten, tree_unflatten  # noqa: E402
 
 import harness  # noqa: E402
+import reporting  # noqa: E402
 import machine_env  # noqa: E402
 from benchmarks import bench_patterns  # noqa: E402
 from benchmarks.bench_sweep_report import render  # noqa: E402
@@ -149,7 +150,7 @@ def pattern_cases(args) -> list[dict]:
 
 
 def parse_args(argv=None):
-    p = harness.base_parser(__doc__, "sweep.md")
+    p = reporting.base_parser(__doc__, "sweep.md")
     p.add_argument("--ops", default="", help="comma-separated op_db keys (default: all)")
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--min-bytes", type=float, default=4e6)
@@ -165,7 +166,7 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.quick:
         args.ops, args.dtypes, args.pattern_seeds, args.rounds = "add,sum", "float32", "0:1", 1
-    args.results_dir = harness.results_dir(args.results_dir, args.quick)
+    args.results_dir = reporting.results_dir(args.results_dir, args.quick)
     return args
 
 
@@ -192,7 +193,7 @@ def main(argv=None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / Path(args.out).with_suffix(".json").name).write_text(
         json.dumps({"rows": rows}, indent=1))
-    harness.publish(args.out, render(rows, {"min bytes per case": f"{args.min_bytes:.3g}"}),
+    reporting.publish(args.out, render(rows, {"min bytes per case": f"{args.min_bytes:.3g}"}),
                     directory)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import harness
+import reporting
 from benchmarks.bench_patterns_report import SLOWER, slower_than_eager, times_line
 
 
@@ -25,7 +26,7 @@ def summary(rows: list[dict]) -> str:
                       "brrr failed or disagreed": sum(r["status"] not in ("ok", "no kernel")
                                                   for r in mine)})
     columns = list(table[0]) if table else ["dtype"]
-    return harness.markdown_table(table, columns)
+    return reporting.markdown_table(table, columns)
 
 
 def _kind(row: dict) -> str:
@@ -52,5 +53,5 @@ def render(rows: list[dict], facts: dict) -> str:
               for r in rows if r["status"] not in ("ok", "no kernel")]
     notes = [f"## Slower than eager ({len(slow)})", "\n".join(map(_slow_line, slow)) or "None.",
              "## brrr failed or disagreed with eager", "\n".join(failed) or "None."]
-    return harness.report("Never slower than eager: op_db ops and generated patterns",
+    return reporting.report("Never slower than eager: op_db ops and generated patterns",
                           facts, summary(rows), notes)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import harness
+import reporting
 import plots
 
 ALWAYS = ("brrr", "aot_eager")
@@ -127,7 +128,7 @@ def scaling_section(result: dict, plot_note: str) -> str:
              "A chain of N blocks `x = x + gelu(linear(layer_norm(x)))` (64 x 64 input), "
              "compiled for inference in this process, fresh cache dirs per compile "
              "(inductor's caches off); first-call seconds, best of the repeats.", "",
-             harness.markdown_table(rows, columns)]
+             reporting.markdown_table(rows, columns)]
     f = result["fits"]
     if f:
         lines += ["",

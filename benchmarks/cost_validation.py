@@ -45,6 +45,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
 import torch  # noqa: E402
 
 import harness  # noqa: E402
+import reporting  # noqa: E402
 import kernel_replay  # noqa: E402
 import machine_env  # noqa: E402
 from cost_validation_report import render  # noqa: E402
@@ -161,8 +162,8 @@ def spread(values: list[float]) -> float:
 
 
 def parse_args(argv=None):
-    p = harness.base_parser(__doc__, "cost_validation.md")
-    harness.pattern_options(p, seeds="0:120", sizes="l1,l2,llc", rounds=5,
+    p = reporting.base_parser(__doc__, "cost_validation.md")
+    reporting.pattern_options(p, seeds="0:120", sizes="l1,l2,llc", rounds=5,
                             max_tensor_bytes=64e6)
     p.add_argument("--suite", action=argparse.BooleanOptionalAction, default=True,
                    help="the kernel suite's cases")
@@ -174,7 +175,7 @@ def parse_args(argv=None):
     p.add_argument("--no-calibrate", action="store_true",
                    help="use the calibration already in --calibration-dir")
     quick = dict(seeds="0:2", sizes="l1", models="", rounds=1, no_calibrate=True)
-    return harness.parse_quick(p, argv, quick, "smoke test: two l1 patterns, the suite's "
+    return reporting.parse_quick(p, argv, quick, "smoke test: two l1 patterns, the suite's "
                                "quick cases, no models, one round, no calibration")
 
 
@@ -215,7 +216,7 @@ def main(argv=None) -> None:
     facts = {"calibration": spec.source, "threads": str(torch.get_num_threads()),
              "load average (1 min) at start and end": f"{load_start:.2f}, "
                                                       f"{os.getloadavg()[0]:.2f}"}
-    harness.publish(args.out, render(spec, facts, rows, failed), args.results_dir)
+    reporting.publish(args.out, render(spec, facts, rows, failed), args.results_dir)
     (Path(args.results_dir) / Path(args.out).with_suffix(".json").name).write_text(
         json.dumps({"kernels": rows, "failed": failed}, indent=1))
 

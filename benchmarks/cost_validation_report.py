@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
-import harness
+import reporting
 from bench_cost_model import spearman
 
 
@@ -87,7 +87,7 @@ def worst_table(rows: list[dict], n: int = 10) -> str:
               "schedule": r["schedule"][:60], "predicted us": f"{r['pred'] * 1e6:.1f}",
               "measured us": f"{r['meas'] * 1e6:.1f}", "timed": r.get("timed", ""),
               "why": why(r)} for r in worst]
-    return harness.markdown_table(table, list(table[0]))
+    return reporting.markdown_table(table, list(table[0]))
 
 
 def render(spec, facts: dict, rows: list[dict], failed: list[str]) -> str:
@@ -98,16 +98,16 @@ def render(spec, facts: dict, rows: list[dict], failed: list[str]) -> str:
                             f"{spec.kernel_overhead_s * 1e6:.2f} us per kernel, "
                             f"{spec.fork_overhead_s * 1e6:.2f} us per fork"}
     if not rows:
-        return harness.report("Cost model validation", facts, "No kernel was measured.", failed)
+        return reporting.report("Cost model validation", facts, "No kernel was measured.", failed)
     fit_rows = fits(rows)
     calibrated = spec.source.startswith("calibrated")
     parts = ["## Targets", "\n".join(targets(fit_rows, calibrated)),
-             "## Fit", harness.markdown_table(fit_rows, list(fit_rows[0])),
+             "## Fit", reporting.markdown_table(fit_rows, list(fit_rows[0])),
              "## The ten worst predictions", worst_table(rows), NOTES]
     if failed:
         parts += ["## Workloads that did not run, kernels with no estimate",
                   "\n".join(f"- {f}" for f in failed)]
-    return harness.report(f"Cost model validation over {len(rows)} kernels", facts,
+    return reporting.report(f"Cost model validation over {len(rows)} kernels", facts,
                           "\n\n".join(parts), [])
 
 

@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 
 import harness
+import reporting
 import machine_env
 import plots
 from workloads import DESCRIPTIONS, KERNEL_CASES
@@ -199,18 +200,18 @@ def render(args, results: dict, backends: list[str], default_policy: str,
     }
     tables = [
         "\n".join(targets(results, bandwidth, llc)),
-        "## Geometric means\n\n" + harness.markdown_table(
+        "## Geometric means\n\n" + reporting.markdown_table(
             summary_rows(results, backends),
             ["backend", "cases timed", "geomean vs eager", "geomean vs inductor"]),
-        "## Time per call\n\n" + harness.markdown_table(
+        "## Time per call\n\n" + reporting.markdown_table(
             time_rows(results, backends, llc),
             ["case", "MB moved", "> LLC"] + [f"{b} ms" for b in backends]
             + ["brrr vs eager", "brrr vs inductor", "brrr spread"]),
-        *(["## Masks beside their unmasked twins\n\n" + harness.markdown_table(
+        *(["## Masks beside their unmasked twins\n\n" + reporting.markdown_table(
             mask_rows(results), ["case"] + [f"{b} ms" for b in ("eager", "inductor", "brrr", TWIN)]
             + ["brrr vs eager", "brrr vs inductor", "masked / no mask"])]
           if mask_rows(results) else []),
-        "## Achieved bandwidth\n\n" + harness.markdown_table(
+        "## Achieved bandwidth\n\n" + reporting.markdown_table(
             bandwidth_rows(results, backends, bandwidth),
             ["case", "MB moved"] + [f"{b} GB/s (% stream)" for b in _compilers(backends)]),
     ]
@@ -225,7 +226,7 @@ def render(args, results: dict, backends: list[str], default_policy: str,
         "\n".join(plot_notes),
     ]
     table = "\n\n".join(tables)
-    return harness.report("Kernel suite", facts, table, notes)
+    return reporting.report("Kernel suite", facts, table, notes)
 
 
 NOTES = """## How to read this
