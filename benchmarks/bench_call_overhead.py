@@ -23,6 +23,7 @@ import sys
 import torch
 
 import harness
+import machine_env
 import reporting
 
 CHAIN = (1, 2, 4, 8, 16)
@@ -159,7 +160,7 @@ def fit_eager(rows) -> float:
 
 
 def main(argv=None):
-    harness.ensure_malloc_env()
+    machine_env.ensure_malloc_env()
     p = reporting.base_parser(__doc__, "call_overhead.md")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--iters", type=int, default=200, help="calls per round")
@@ -174,8 +175,9 @@ def main(argv=None):
         rows.append({"workload": name, "kernels": kernels, "views": views, **t})
         print(name, {k: round(v, 1) for k, v in t.items()}, file=sys.stderr)
     text = render(rows, args)
-    reporting.publish(args.out, text, args.results_dir)
-    (harness.Path(args.results_dir) / args.out.replace(".md", ".json")).write_text(
+    out_dir = reporting.results_dir(args.results_dir)
+    reporting.publish(args.out, text, out_dir)
+    (out_dir / args.out.replace(".md", ".json")).write_text(
         json.dumps({"rows": rows, "load": os.getloadavg()}, indent=1))
 
 

@@ -19,7 +19,6 @@ no torch.compile backend can match eager). Writes results/patterns.md and patter
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import statistics

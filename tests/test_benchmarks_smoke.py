@@ -54,6 +54,15 @@ def test_quick_mode_writes_its_results(tmp_path, script, out, headings):
     assert "failed:" not in text and "mismatch" not in text
 
 
+@pytest.mark.scripts
+def test_call_overhead_suite_writes_its_results(tmp_path):
+    """bench_call_overhead.py has no --quick mode: one workload, two short rounds."""
+    _run_quick("bench_call_overhead.py", tmp_path, "--rounds", "2", "--iters", "5",
+               "--only", "x", quick=False)
+    text = (tmp_path / "results" / "call_overhead.md").read_text()
+    assert "aot_floor" in text and (tmp_path / "results" / "call_overhead.json").exists()
+
+
 # MobileNetV2 trains in the full suite only: Dynamo alone takes a minute or two to trace
 # its seventeen blocks' forward and backward on a loaded 2-core machine.
 @pytest.mark.scripts
