@@ -55,6 +55,17 @@ def test_function_loops_and_pragmas():
     assert k.name.startswith("k0_")
 
 
+def test_kernels_calling_libm_ask_for_full_width_vectors():
+    """libmvec's kernel has the target's widest lanes; a kernel calling it is BRRR_WIDE
+    (the prelude's note), one that does not keeps the compiler's preferred width."""
+    x, y = _inputs()
+    _, k = _kernel(lambda x, y: torch.sin(x) * y, x, y.contiguous())
+    assert f'extern "C" BRRR_WIDE void {k.name}(' in cpp.kernel_source(k, 2)
+    _, k = _kernel(_mul_exp, x, y.contiguous())       # exp is the prelude's own, inline
+    assert "BRRR_WIDE" not in cpp.kernel_source(k, 2)
+    assert "#define BRRR_WIDE" in cpp.prelude()
+
+
 def test_parallel_pragma_when_the_work_forks():
     """Enough work (or symbolic sizes): the loop keeps its pragma and its run-time if."""
     x = torch.randn(256, 256)
