@@ -189,16 +189,16 @@ def signature(k: Kernel) -> str:
         qual = "" if b.is_output else "const "
         params.append(f"{qual}{STORAGE[b.dtype]}* __restrict {b.name}")
     params += [f"int64_t {s}" for s in k.size_vars]
-    wide = "BRRR_WIDE " if calls_libm(k) else ""       # the prelude's note on BRRR_WIDE
+    wide = "BRRR_WIDE " if wide_vectors(k) else ""     # the prelude's note on BRRR_WIDE
     return f'extern "C" {wide}void {k.name}({", ".join(params)})'
 
 
-def calls_libm(k: Kernel) -> bool:
-    """Whether a statement of `k` prints as a call of the prelude's libm wrappers
-    (brrr_libm_*; float exp and erf are the prelude's own inline code)."""
-    dtypes = {s.out: s.dtype for s in k.body if s.out}
-    return any("brrr_libm_" in op_expr(s, list(s.args), [dtypes[a] for a in s.args])
-               for s in k.body if s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].libmvec)
+def wide_vectors(k: Kernel) -> bool:
+    """Whether `k` runs at the target's full vector width (the prelude's BRRR_WIDE): its
+    work is transcendental functions, libm calls (libmvec's kernel has the widest lanes
+    whatever the caller's width) or the prelude's inline exp and erf."""
+    return any(s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].transcendentals
+               for s in k.body)
 
 
 def _body_lines(k: Kernel, indent: str, known: dict | None = None) -> list[str]:

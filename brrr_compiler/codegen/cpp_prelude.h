@@ -23,10 +23,12 @@
 // call; without it a bfloat16 or float16 loop (whose rounding has a NaN select) stayed
 // scalar, calling the 16-lane kernel once per element (bfloat16 sin 3.5x slower).
 #define BRRR_PURE __attribute__((const))
-// A kernel that calls libm runs its loops at 512-bit width where the target has AVX-512:
-// gcc's tuning for Intel server cores prefers 256-bit vectors, but each call runs
-// libmvec's 16-lane kernel anyway (the clones below widen a narrower vector to it), so
-// a 256-bit loop paid for 16 lanes and used 8 (sin 2.5x, tanh 2x slower than at 512).
+// A kernel of transcendental functions runs its loops at 512-bit width where the target
+// has AVX-512 (codegen/cpp.py, wide_vectors): gcc's tuning for Intel server cores prefers
+// 256-bit vectors, but each libm call runs libmvec's 16-lane kernel anyway (the clones
+// below widen a narrower vector to it), so a 256-bit loop paid for 16 lanes and used 8
+// (sin 2.3x, tanh 2.6x slower than at 512), and the inline exp and erf are compute-bound
+// (exp, sigmoid and softmax 1.4-1.5x faster at 512). Other kernels keep gcc's choice.
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
 #define BRRR_WIDE __attribute__((target("prefer-vector-width=512")))
 #else

@@ -45,7 +45,7 @@ def test_function_loops_and_pragmas():
     x, y = _inputs()
     _, k = _kernel(_mul_exp, x, y.contiguous())
     src = cpp.kernel_source(k, 4)
-    (FileCheck().check(f'extern "C" void {k.name}(const float* __restrict in0')
+    (FileCheck().check(f'extern "C" BRRR_WIDE void {k.name}(const float* __restrict in0')
      .check("// one thread: nwork * (n_inner < tile ? n_inner : tile) >= 32768 && nwork > 1 "
             "is false for these sizes")
      .check("for (int64_t w = 0; w < nwork; ++w)")
@@ -55,13 +55,14 @@ def test_function_loops_and_pragmas():
     assert k.name.startswith("k0_")
 
 
-def test_kernels_calling_libm_ask_for_full_width_vectors():
-    """libmvec's kernel has the target's widest lanes; a kernel calling it is BRRR_WIDE
-    (the prelude's note), one that does not keeps the compiler's preferred width."""
+def test_transcendental_kernels_ask_for_full_width_vectors():
+    """A kernel of transcendental functions (a libm call, the inline exp) is BRRR_WIDE
+    (the prelude's note); one of arithmetic keeps the compiler's preferred width."""
     x, y = _inputs()
-    _, k = _kernel(lambda x, y: torch.sin(x) * y, x, y.contiguous())
-    assert f'extern "C" BRRR_WIDE void {k.name}(' in cpp.kernel_source(k, 2)
-    _, k = _kernel(_mul_exp, x, y.contiguous())       # exp is the prelude's own, inline
+    for fn in (lambda x, y: torch.sin(x) * y, _mul_exp):
+        _, k = _kernel(fn, x, y.contiguous())
+        assert f'extern "C" BRRR_WIDE void {k.name}(' in cpp.kernel_source(k, 2)
+    _, k = _kernel(lambda x, y: x * y + 1, x, y.contiguous())
     assert "BRRR_WIDE" not in cpp.kernel_source(k, 2)
     assert "#define BRRR_WIDE" in cpp.prelude()
 
@@ -172,7 +173,7 @@ def test_low_precision_store_keeps_the_rounded_bits(dtype, store, literal):
 def test_no_fast_math_anywhere():
     _, k = _kernel(_mul_exp, *_inputs())
     unit = cpp.translation_unit([k], 2)
-    FileCheck().check("brrr_bf16_to_f32").check(f'extern "C" void {k.name}').run(unit)
+    FileCheck().check("brrr_bf16_to_f32").check(f'extern "C" BRRR_WIDE void {k.name}').run(unit)
     code = re.sub(r"//[^\n]*", "", unit)          # the prelude's comments may name the flag
     for text in (code, " ".join(toolchain.BASE_FLAGS + (toolchain.NATIVE_FLAG,))):
         for unsafe in ("fast-math", "-Ofast", "unsafe-math", "finite-math", "optimize"):
