@@ -9,9 +9,11 @@ Usually everything works, so the first try is both TUs in one, with the first fl
 and `-lmvec`: one compile instead of two (each costs 50-100 ms of a cold compile's CPU,
 taken from the tracing it runs beside). Only when that fails do the steps above run.
 
-`-mprefer-vector-width=512` is not added: where AVX-512 pays, `-march=native` already
-picks it, and the flag changed no generated instruction where it was tried
-(benchmarks/results/notes.md, "-mprefer-vector-width=512").
+`-mprefer-vector-width=512` is not added for a whole unit: on an AMD EPYC `-march=native`
+already picks 512-bit vectors, and on an Intel Xeon arithmetic kernels gained nothing
+from them. Kernels of transcendental functions ask for full width themselves (the
+prelude's BRRR_WIDE; benchmarks/results/notes.md, "Full-width vectors for transcendental
+kernels").
 
 `-ffast-math` is never used: generated kernels must keep IEEE NaN, inf and -0.0.
 `-fno-trapping-math` is: it changes no value, only whether floating-point exception flags
