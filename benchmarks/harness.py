@@ -175,13 +175,16 @@ def fresh_dynamo() -> None:
 
 
 def compile_backends(
-    fn: Callable, args, backends=("eager", "inductor", "brrr"), options=None, tolerance=None
+    fn: Callable, args, backends=("eager", "inductor", "brrr"), options=None, tolerance=None,
+    judge: Callable | None = None,
 ) -> tuple[dict[str, Callable], dict[str, str]]:
     """Compile `fn` with each backend, run it once on `args` and check it against eager.
 
     Backend names are torch.compile backends, or "brrr:<policy>" (see `backend_spec`);
     `options` maps a backend name to extra torch.compile options. Shapes are compiled static
-    (dynamic=False). `tolerance` (rtol/atol) overrides TOLERANCES for this comparison.
+    (dynamic=False). `tolerance` (rtol/atol) overrides TOLERANCES for this comparison;
+    `judge(out, eager_out)`, if given, may still pass an output outside it (the tests'
+    accuracy rule against a float64 run, brrr_compiler/accuracy.py).
     Returns the callables that compiled and matched eager, and a status line for every
     backend: "ok (max err ...)", "failed: <error>" or "mismatch: <error>". The first call
     (compilation) happens here.
@@ -204,10 +207,13 @@ def compile_backends(
         err = max_abs_error(out, ref)
         try:
             _check_close(out, ref, tolerance)
+            ok = f"ok (max err {err:.1e})"
         except (AssertionError, TypeError) as exc:
-            status[name] = f"mismatch: max err {err:.2e} ({describe_error(exc, 60)})"
-            continue
-        fns[name], status[name] = compiled, f"ok (max err {err:.1e})"
+            if judge is None or not judge(out, ref):
+                status[name] = f"mismatch: max err {err:.2e} ({describe_error(exc, 60)})"
+                continue
+            ok = f"ok (max err {err:.1e}, within eager's error of float64)"
+        fns[name], status[name] = compiled, ok
     return fns, status
 
 

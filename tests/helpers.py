@@ -12,7 +12,7 @@ from torch.testing import assert_close
 from torch.utils._pytree import tree_flatten
 
 from brrr_compiler.accuracy import (LOW_PRECISION_TOL, coarsest_tol, rounded_each_op,
-                                    within_eager_error)
+                                    within_eager_error, zero_sign_variants)
 from brrr_compiler.backend import brrr_backend
 from brrr_compiler.capture import decomposition_table
 from brrr_compiler.kernel_eval import run_kernel
@@ -71,10 +71,12 @@ def _aligned(tree, n: int) -> list:
 
 
 def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=None,
-             rounded=None, input_dtypes=()) -> None:
+             rounded=None, input_dtypes=(), signed=None) -> None:
     """`rounded`: the correctly rounded program's outputs, or a function making them,
-    called only when an output is outside eager's tolerance; `input_dtypes`: the
-    program's float input dtypes, the coarsest of which sets the units of its error."""
+    called only when an output is outside eager's tolerance; `signed`: likewise, the
+    float64 program's outputs with order-signed zeros signed otherwise (accuracy.py);
+    `input_dtypes`: the program's float input dtypes, the coarsest of which sets the
+    units of its error."""
     actual, expected = _tensors(actual), _tensors(expected)
     reference = _aligned(reference, len(expected))
     assert len(actual) == len(expected), f"{what}: {len(actual)} tensors, eager has {len(expected)}"
@@ -87,9 +89,12 @@ def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=N
         except AssertionError:
             if callable(rounded):
                 rounded = rounded()
+            if callable(signed):
+                signed = signed()
             ro = _aligned(rounded, len(expected))[i]
+            alts = [_aligned(v, len(expected))[i] for v in signed or ()]
             if a.dtype != e.dtype or a.shape != e.shape or \
-                    not within_eager_error(a, e, r, rounded=ro,
+                    not within_eager_error(a, e, r, rounded=ro, alts=alts,
                                            coarse=coarsest_tol({e.dtype, *input_dtypes})):
                 raise
         if strides:
@@ -97,15 +102,17 @@ def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=N
                 f"{what} {i}: strides {a.stride()}, eager's {e.stride()} (shape {tuple(e.shape)})"
 
 
+def _float64_copy(a):
+    if not isinstance(a, torch.Tensor) or not a.is_floating_point():
+        return clone_input(a)
+    return a.detach().to(torch.float64).requires_grad_(a.requires_grad)
+
+
 def _float64_reference(fn, args, grad: bool, params, expected) -> tuple:
     """fn's outputs, inputs after the call and gradients, computed from float64 copies of
     the floating-point inputs: the reference low-precision results are judged against.
     Its cotangents are drawn as for eager's outputs (`expected`)."""
-    def up(a):
-        if not isinstance(a, torch.Tensor) or not a.is_floating_point():
-            return clone_input(a)
-        return a.detach().to(torch.float64).requires_grad_(a.requires_grad)
-    ref_args = [up(a) for a in args]
+    ref_args = [_float64_copy(a) for a in args]
     try:
         out = fn(*ref_args)
         drawn_as = [o.dtype for o in _tensors(expected) if o.requires_grad]
@@ -157,9 +164,11 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
         if reference else (None, None, None)
     rounded = (lambda: rounded_each_op(fn, *[clone_input(a).detach() if isinstance(
         a, torch.Tensor) else a for a in args])) if reference else None
+    signed = (lambda: zero_sign_variants(ref_fn, lambda: [_float64_copy(a) for a in args])) \
+        if reference else None
     floats = {t.dtype for t in [*_tensors(args), *params] if t.is_floating_point()}
     _compare(actual, expected, atol, rtol, "output", strides or strict, ref_out, rounded,
-             floats)
+             floats, signed)
     if strict:
         _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args,
                  input_dtypes=floats)

@@ -7,7 +7,9 @@ a looser bound."""
 import torch
 
 from brrr_compiler import demo
-from brrr_compiler.accuracy import coarsest_tol, matches, rounded_each_op, within_eager_error
+from brrr_compiler.accuracy import (coarsest_tol, matches, rounded_each_op, within_eager_error,
+                                    zero_sign_variants)
+from tests.helpers import check_against_eager
 
 
 def _chain(n=256):
@@ -119,3 +121,35 @@ def test_a_float64_result_through_bfloat16_counts_bfloat16_units():
     assert within_eager_error(brrr, eager, r, coarse=bf16)
     # eager exact to float64's tolerance: a brrr off by 1e-3 is wrong, bfloat16 input or not
     assert not within_eager_error(brrr, r + 1e-12, r, coarse=bf16)
+
+
+def _atan2_of_min(x, y):
+    """atan2 reads the sign of a zero: atan2(0, -0) is pi, atan2(0, +0) is 0."""
+    return torch.atan2(y, x.amin(0))
+
+
+def _zeros_first_negative():
+    """Columns of zeros whose first is -0: eager's amin over dim 0 keeps the last zero in
+    its vector body (+0) and the first in its scalar tail (-0)."""
+    x = torch.zeros(3, 1000)
+    x[0] = -0.0
+    return x, torch.zeros(1000)
+
+
+def test_a_zero_signed_by_another_order_passes_and_a_wrong_value_does_not():
+    x, y = _zeros_first_negative()
+    eager = _atan2_of_min(x, y)
+    exact = _atan2_of_min(x.double(), y.double())
+    alts = zero_sign_variants(_atan2_of_min, lambda: (x.double(), y.double()))
+    assert len(alts) == 2
+    assert {float(v.abs().max()) for v in alts} == {0.0, float(torch.pi)}
+    other_order = torch.atan2(y, torch.full((1000,), -0.0))   # amin keeping each first zero
+    assert not torch.equal(other_order, eager)
+    assert not within_eager_error(other_order, eager, exact)
+    assert within_eager_error(other_order, eager, exact, alts=alts)
+    assert not within_eager_error(_off_by(other_order, 1e-3, 7), eager, exact, alts=alts)
+
+
+def test_a_compiled_min_that_meets_its_zeros_in_another_order_matches():
+    x, y = _zeros_first_negative()
+    check_against_eager(_atan2_of_min, x, y, grad=False, reference=True)
