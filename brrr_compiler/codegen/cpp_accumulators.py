@@ -32,7 +32,6 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import Kernel, Stmt
-from brrr_compiler.transforms.signs import known_signs
 
 
 def init_value(kind: str, ct: str, dtype: torch.dtype) -> str:
@@ -157,17 +156,16 @@ def invariant_sums(stmts: list[Stmt], var) -> frozenset:
                      and s.args and s.args[0] not in varying)
 
 
-def signed_sums(k: Kernel) -> frozenset:
-    """The sums whose summand has a known sign: they cannot cancel, so their float lanes
-    keep long chunks (cpp_reduce.SUM_CHUNK)."""
-    signed = known_signs(k)
+def signed_sums(k: Kernel, signed: frozenset) -> frozenset:
+    """The sums whose summand has a known sign (`signed`: transforms.signs.known_signs of
+    `k`): they cannot cancel, so their float lanes keep long chunks (cpp_reduce.SUM_CHUNK)."""
     return frozenset(s.out for s in k.body if s.op == "reduce" and s.value == "sum"
                      and s.args and s.args[0] in signed)
 
 
-def sums_into_totals(k: Kernel) -> frozenset:
-    """float32 row sums of a summand of unknown sign whose result reaches a float32 sum
-    across rows (module note)."""
+def sums_into_totals(k: Kernel, signed: frozenset) -> frozenset:
+    """float32 row sums of a summand of unknown sign (not in `signed`, as above) whose
+    result reaches a float32 sum across rows (module note)."""
     defs = {s.out: s for s in k.body if s.out is not None}
     row_sums = {s.out for p in k.phases if p.per_row_loop for s in p.body
                 if s.op == "reduce" and s.value == "sum" and s.dtype is torch.float32}
@@ -185,5 +183,4 @@ def sums_into_totals(k: Kernel) -> frozenset:
             found.add(name)
         elif defs[name].op != "reduce":
             todo += defs[name].args
-    signed = known_signs(k) if found else frozenset()
     return frozenset(r for r in found if defs[r].args[0] not in signed)

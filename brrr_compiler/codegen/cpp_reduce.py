@@ -3,7 +3,8 @@
 Per outer point ("row"), scalar phases are straight-line code and loop phases walk the
 reduced dims, in segments that never cross a row of the innermost reduced dim (the
 others are decoded once per segment, and the innermost loop is one `omp simd` loop).
-A loop phase that folds reductions walks them in chunks of at most CHUNK elements:
+A loop phase that folds reductions walks them in chunks of at most CHUNK elements
+(SUM_CHUNK where a float32 sum's values may cancel):
 inside a chunk an `omp simd reduction(...)` loop keeps one partial per vector lane;
 chunk results are then folded into the row total (the partials, their C types and NaN
 flags: cpp_accumulators.py). That blocked scheme keeps sums of millions of elements
@@ -32,6 +33,7 @@ from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 from brrr_compiler.schedule.online import pair_at
 from brrr_compiler.schedule_ir import CppSchedule
 from brrr_compiler.transforms.scratch import rows_in_outputs
+from brrr_compiler.transforms.signs import known_signs
 
 CHUNK = 1024
 # A float32 sum of values that may cancel: its float lanes add at most SUM_CHUNK / lanes
@@ -60,10 +62,11 @@ class ReductionPrinter:
         rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head)
         self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
         inner = kernel.reduction_vars[-1] if kernel.reduction_vars else None
+        signs = known_signs(kernel)
         self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent),
                                 (invariant_sums(kernel.body, inner) if inner is not None
-                                 else frozenset()) | sums_into_totals(kernel))
-        self.signed = signed_sums(kernel)
+                                 else frozenset()) | sums_into_totals(kernel, signs))
+        self.signed = signed_sums(kernel, signs)
 
     def _body(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False) -> list[str]:
         """`shared`: values the split row's threads read from outside their parallel
