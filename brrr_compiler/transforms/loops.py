@@ -175,9 +175,15 @@ def reduces_outer_dim(kernel: Kernel) -> bool:
     if any(s.op == "reduce" and s.value in ("argmax", "argmin") for s in kernel.body):
         return False
     inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
-    for s in kernel.body:
-        if s.op == "load" and red in s.index.free_symbols:
+    # the first load (else store) that steps along both: one that the columns do not move
+    # (an input expanded along them) is read once per row either way, and says nothing
+    # (pattern seed 15: a norm over dims (1, 0) walked 512 columns at a 4 KB stride,
+    # because its first load was such an input, contiguous along the reduced dim)
+    for op in ("load", "store"):
+        for s in kernel.body:
+            if s.op != op or red not in s.index.free_symbols:
+                continue
             ci = linear_coeff(s.index, inner, kernel.all_vars())
-            cr = linear_coeff(s.index, red, kernel.all_vars())
-            return ci == 1 and cr != 1
+            if ci != 0:
+                return ci == 1 and linear_coeff(s.index, red, kernel.all_vars()) != 1
     return False

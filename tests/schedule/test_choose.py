@@ -11,7 +11,7 @@ from brrr_compiler.cost import kernel_stats
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.schedule import choose
 from brrr_compiler.schedule_ir import CppSchedule, TritonSchedule
-from tests.helpers import plan_of
+from tests.helpers import check_against_eager, plan_of
 
 
 def _kernel(fn, *args, use_scratch=True):
@@ -109,3 +109,19 @@ def test_short_masked_rows_stage_their_masks():
     assert short and "int32_t st_" in src
     long_, src = staged(1024)
     assert not long_ and "int32_t st_" not in src
+
+
+def _norm_over_outer_dims(x, y):
+    """x is expanded along the kept (columns) dim, so its load steps only along the
+    reduced dims; the full-size maximum that the norm reads, and stores, steps along
+    the columns (generated pattern seed 15)."""
+    v = torch.maximum(x, y)
+    return v.norm(dim=(1, 0)), v * 2 - x
+
+
+def test_a_load_the_columns_do_not_move_leaves_the_choice_to_the_others():
+    x = torch.randn(20, 16, 1, dtype=torch.float64).expand(20, 16, 128)
+    y = torch.randn(20, 16, 128, dtype=torch.float64)
+    k = _kernel(_norm_over_outer_dims, x, y)
+    assert choose(k, "cpp", 2).kind == "columns"
+    check_against_eager(_norm_over_outer_dims, x, y, grad=False)
