@@ -104,6 +104,11 @@ class ScalarOp:
         """Flop-equivalents of one evaluation (the cost model's unit)."""
         return self.flops + self.transcendentals * TRANSCENDENTAL
 
+    def calls_libm(self, dtype: torch.dtype, mark=None) -> bool:
+        """Its C++ form for operands of `dtype` calls the prelude's libm wrapper (float
+        exp and erf are the prelude's own inline code)."""
+        return self.libmvec and "brrr_libm_" in self.cpp.template(dtype, mark)
+
     def operand_dtype(self, arg_dtypes) -> torch.dtype:
         """The dtype that picks the op's form (and the result for SAME and SELECT)."""
         return arg_dtypes[1] if self.result == SELECT else arg_dtypes[0]

@@ -65,7 +65,7 @@ class CppSchedule:
         if self.online is not None:
             parts.append("max and sum of exps in one walk")
         if self.staged:
-            parts.append("masks staged as int32")
+            parts.append("masks staged as integer lanes")
         for label, names in (("streams", self.stream), ("prefetches", self.prefetch)):
             if names:
                 parts.append(f"{label} {', '.join(sorted(names))}")

@@ -158,7 +158,7 @@ class ReductionPrinter:
         if all(r.value not in ("argmax", "argmin") for r in reds):
             if any(p is phase for i, p in enumerate(self.k.phases) if i in self.sched.staged):
                 lines, body = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}", CHUNK,
-                                    self.cexpr, indent)   # masks as int32 lanes: cpp_staging.py
+                                    self.cexpr, indent)   # masks as int lanes: cpp_staging.py
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))

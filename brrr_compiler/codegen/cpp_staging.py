@@ -1,4 +1,5 @@
-"""Byte-wide loads of a reduction chunk, staged as 32-bit lanes before its `omp simd` loop.
+"""Byte-wide loads of a reduction chunk, staged as 32- or 64-bit lanes before its `omp simd`
+loop.
 
 Note on why. gcc sizes the vectors of an `omp simd reduction(...)` loop by the narrowest
 type in it: a bool or uint8 load (a mask) makes them 64 lanes wide on AVX-512, so each
@@ -13,7 +14,15 @@ per chunk that the fold it saves outweighs only in short rows: loops folding a f
 sum or product over rows of at most STAGE_MAX_ROW elements (a static extent) are staged
 (the schedule names those phases: CppSchedule.staged, schedule/rows.py);
 longer rows, and loops folding only maxes, mins or integers, keep their byte loads
-(benchmarks/results/masks.md has the measurements).
+(benchmarks/results/masks.md has the measurements), except loops that call libm.
+
+A libm call in a loop of 64 byte lanes has no vector clone that wide (cpp_prelude.h
+declares clones up to the target's float or double width), so gcc called the scalar
+function lane by lane: generated pattern seed 14 at the L2 size, a masked softmax's max
+walk over float64 rows that also computed exp, two log1p and an erf, took 3.9 ms, 1.4 ms
+staged. Those loops are staged at any row length. Lanes are 64-bit where the loop
+computes in double (16 int32 lanes against 8 double lanes left the exp of the sum walk
+on scalar calls) and 32-bit otherwise.
 
 Only loads of 1-byte types whose index uses no value loaded in the loop (a gather's
 index) are staged; the values are the same (a bool reads back as `!= 0`, an int8 keeps
@@ -38,20 +47,23 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
         arrays.setdefault((s.buffer, s.index), f"st_{s.out}")
     if not arrays:
         return [], body
+    wide = any(s.dtype is torch.float64 for s in body if s.out)   # the note: lane width
     lines = [f"{indent}const int64_t st_lo = {lo};"]
     for (buffer, index), name in arrays.items():
-        lines += [f"{indent}int32_t {name}[{chunk}];", f"{indent}#pragma omp simd",
+        lines += [f"{indent}{'int64_t' if wide else 'int32_t'} {name}[{chunk}];",
+                  f"{indent}#pragma omp simd",
                   f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
                   f"{name}[{inner} - st_lo] = {buffer}[{cexpr(index)}];"]
     at = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
-    staged = [_read(s, arrays[(s.buffer, s.index)], at)
+    lane = torch.int64 if wide else torch.int32
+    staged = [_read(s, arrays[(s.buffer, s.index)], at, lane)
               if s.op == "load" and (s.buffer, s.index) in arrays else s for s in body]
     return lines, staged
 
 
-def _read(load: Stmt, array: str, at) -> Stmt:
-    """`load` from the staged array. An int8/uint8 value is held as the int32 it was
-    staged as (a const int8_t copy would bring byte vectors back); every statement
+def _read(load: Stmt, array: str, at, lane: torch.dtype) -> Stmt:
+    """`load` from the staged array. An int8/uint8 value is held as the `lane` integer it
+    was staged as (a const int8_t copy would bring byte vectors back); every statement
     reading it assigns its result to its own C type, so values are unchanged."""
-    dtype = load.dtype if load.dtype is torch.bool else torch.int32
+    dtype = load.dtype if load.dtype is torch.bool else lane
     return dataclasses.replace(load, buffer=array, index=at, dtype=dtype)

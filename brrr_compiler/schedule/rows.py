@@ -15,6 +15,7 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import streamed_rows
@@ -76,20 +77,34 @@ def byte_loads(body: list[Stmt]) -> list[Stmt]:
 
 
 def _staged(k: Kernel) -> frozenset[int]:
-    """The loop phases whose chunks copy their byte loads (masks) to int32 lanes first: a
-    float sum or product, folded in order lane by lane, over a short static row
-    (codegen/cpp_staging.py has the note). Argmax and argmin loops are scalar anyway."""
+    """The loop phases whose chunks copy their byte loads (masks) to 32- or 64-bit lanes
+    first: a float sum or product, folded in order lane by lane, over a short static row,
+    and any phase that calls libm (codegen/cpp_staging.py has the note). Argmax and
+    argmin loops are scalar anyway."""
     rr = k.reduction_ranges
     row = sympy.sympify(rr[-1] if k.reduction_vars else sympy.Mul(*rr))
-    if not (row.is_Integer and int(row) <= STAGE_MAX_ROW):
-        return frozenset()
+    short = bool(row.is_Integer and int(row) <= STAGE_MAX_ROW)
+    dtypes = {s.out: s.dtype for s in k.body if s.out}
     out = set()
     for i, p in enumerate(k.phases):
         reds = [s for s in p.body if s.op == "reduce"]
-        if (p.loop and byte_loads(p.body) and all(r.value not in ("argmax", "argmin") for r in reds)
-                and any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)):
+        if not p.loop or not byte_loads(p.body) or \
+                any(r.value in ("argmax", "argmin") for r in reds):
+            continue
+        in_order = any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)
+        if (short and in_order) or _calls_libm(p.body, dtypes):
             out.add(i)
     return frozenset(out)
+
+
+def _calls_libm(body: list[Stmt], dtypes: dict) -> bool:
+    for s in body:
+        row = TABLE.get(s.op)
+        if row is not None and row.libmvec:
+            dt = row.operand_dtype([dtypes.get(a, s.dtype) for a in s.args]) if s.args else s.dtype
+            if row.calls_libm(dt, s.value):
+                return True
+    return False
 
 
 def column_prefetch_loads(k: Kernel, phase: Phase) -> set[tuple]:

@@ -9,7 +9,7 @@ from torch.testing import FileCheck
 
 from brrr_compiler.codegen import cpp
 from brrr_compiler.lower.group import lower_group
-from tests.helpers import plan_of
+from tests.helpers import check_against_eager, plan_of
 
 
 def _source(fn, *args) -> str:
@@ -94,3 +94,19 @@ def test_embedding_checks_its_row_index_before_the_inner_loop():
     src = _source(lambda x, i: x.gather(-1, i) * 2, torch.randn(8, 64), torch.randint(0, 64, (8, 48)))
     (FileCheck().check("#pragma omp simd").check("for (int64_t i1 = lo; i1 < hi; ++i1) {")
      .check("brrr_in_bounds(").run(src))
+
+
+def test_a_masked_walk_that_calls_libm_stages_its_mask_at_any_row_length():
+    """A loop of byte lanes has no libm vector clone that wide: gcc called the scalar
+    function lane by lane (cpp_staging.py). Its mask is staged even where the walk folds
+    only a max over a long row; in 64-bit lanes where the walk computes in double."""
+    def fn(s, mask):
+        m = torch.where(mask, float("-inf"), torch.log1p(s.abs()))
+        return m.amax(-1)
+
+    for dtype, lane in ((torch.float32, "int32_t"), (torch.float64, "int64_t")):
+        s, mask = torch.randn(4, 300, dtype=dtype), torch.rand(300) > 0.5
+        src = _source(fn, s, mask)
+        (FileCheck().check(f"{lane} st_v").check("#pragma omp simd reduction(max:")
+         .check(f"= (st_v").check("brrr_libm_log1p").run(src))
+        check_against_eager(fn, s, mask, grad=False)
