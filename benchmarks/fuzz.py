@@ -147,7 +147,8 @@ def load(base: str) -> dict:
                 r = json.loads(line)
             except json.JSONDecodeError:          # cut short by a kill
                 continue
-            rows[r["seed"]] = r
+            if r.get("t", 0) >= rows.get(r["seed"], {}).get("t", 0):
+                rows[r["seed"]] = r      # a --recheck row outranks the shards' older one
     return rows
 
 

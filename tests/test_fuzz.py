@@ -91,3 +91,17 @@ def test_fuzz_range(tmp_path):
                "--out", str(tmp_path / "fuzz.md")])
     bad = [r for r in fuzz.load(jsonl).values() if r["status"] == "brrr-only"]
     assert not bad, "\n".join(f"seed {r['seed']}: {r['detail']}" for r in bad)
+
+
+def test_a_rechecked_seed_reports_its_newest_result(tmp_path):
+    """--recheck appends to the unsharded file, which is read before the shards: the row
+    written later wins, whichever file holds it (a seed that timed out while the run was
+    paused passes when rechecked)."""
+    import json
+    base = tmp_path / "f.jsonl"
+    base.write_text(json.dumps({"seed": 7, "status": "pass", "t": 2.0}) + "\n")
+    (tmp_path / "f.jsonl.0of2").write_text(
+        json.dumps({"seed": 7, "status": "brrr-only", "stage": "crash", "t": 1.0}) + "\n"
+        + json.dumps({"seed": 9, "status": "pass", "t": 1.0}) + "\n")
+    rows = fuzz.load(str(base))
+    assert rows[7]["status"] == "pass" and rows[9]["status"] == "pass"
