@@ -123,13 +123,12 @@ def _worst_errors(a, e, r, tol: dict, alts=()) -> tuple[float, float]:
     """The largest errors of `a` and `e` from `r`, in units of `tol` at each element
     (where `a` equals `e`, or is NaN with it or `r`, its error is eager's: 0 for `a`);
     `a`'s error at an element is the least over `r` and `alts`."""
-    unit = tol["atol"] + tol["rtol"] * r.abs()
-    both_nan = a.isnan() & (e.isnan() | r.isnan())
-    same = (a == e) | both_nan
-    err_a = torch.where(same, 0.0, (a - r).abs() / unit)
+    same = (a == e) | (a.isnan() & e.isnan())
+    err_a = torch.where(same, 0.0, _errors(a, r, tol))
     for alt in alts:
         err_a = torch.fmin(err_a, _errors(a, alt, tol))
-    err_e = torch.where(e.isnan() | r.isnan(), 0.0, (e - r).abs() / unit)
+    err_e = torch.where(e.isnan() | r.isnan(), 0.0,
+                        (e - r).abs() / (tol["atol"] + tol["rtol"] * r.abs()))
     if not bool(torch.isfinite(err_a).all()):
         return float("inf"), 0.0
     return float(err_a.max()), float(err_e.max())
