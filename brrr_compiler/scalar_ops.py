@@ -113,6 +113,12 @@ class ScalarOp:
         """The dtype that picks the op's form (and the result for SAME and SELECT)."""
         return arg_dtypes[1] if self.result == SELECT else arg_dtypes[0]
 
+    def form_dtype(self, arg_dtypes, own: torch.dtype) -> torch.dtype:
+        """The dtype whose form a statement of this op prints: its operands' (above),
+        or the statement's `own` dtype where it has no tensor operands. Every printer
+        and schedule query asks this one rule."""
+        return self.operand_dtype(arg_dtypes) if arg_dtypes else own
+
     def accepts(self, dtype: torch.dtype) -> bool:
         """Is the op defined on operands of `dtype`?"""
         if self.operands == ANY:

@@ -39,7 +39,7 @@ class CppSchedule:
     prefetch: frozenset[str] = frozenset()     # rows/columns: inputs prefetched ahead
     scratch_rows: tuple[tuple[str, str], ...] = ()   # rows: (scratch, output row holding it)
     online: int | None = None        # rows: first of the two phases folded in one walk
-    staged: frozenset[int] = frozenset()   # rows: phases whose chunks stage byte loads
+    staged: tuple[tuple[int, int], ...] = ()   # rows: (phase, lane bits) staging byte loads
     split_min_red: int = SPLIT_MIN_RED   # rows: a row this long splits when rows are few
     columns_forks: bool | None = None    # rows: does the column folds' phase fork?
 
@@ -65,7 +65,8 @@ class CppSchedule:
         if self.online is not None:
             parts.append("max and sum of exps in one walk")
         if self.staged:
-            parts.append("masks staged as integer lanes")
+            bits = sorted({b for _, b in self.staged})
+            parts.append(f"masks staged as int{'/int'.join(map(str, bits))} lanes")
         for label, names in (("streams", self.stream), ("prefetches", self.prefetch)):
             if names:
                 parts.append(f"{label} {', '.join(sorted(names))}")

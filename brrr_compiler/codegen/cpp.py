@@ -141,7 +141,7 @@ def _suffix(dtype: torch.dtype) -> str:
 def op_expr(s: Stmt, args: list[str], arg_dtypes: list[torch.dtype]) -> str:
     """A scalar op's C++ form (scalar_ops.py) for arguments of `arg_dtypes`."""
     row = scalar_ops.TABLE.get(s.op)
-    dt = row.operand_dtype(arg_dtypes) if row and arg_dtypes else s.dtype
+    dt = row.form_dtype(arg_dtypes, s.dtype) if row else s.dtype
     form = row.cpp.template(dt, s.value) if row and row.accepts(dt) else None
     if form is None:
         raise NotImplementedError(f"brrr: the C++ printer has no rule for scalar op {s.op!r}")

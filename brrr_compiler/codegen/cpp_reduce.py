@@ -156,9 +156,11 @@ class ReductionPrinter:
         into acc_* when `fold`)."""
         lines, body = [], phase.body
         if all(r.value not in ("argmax", "argmin") for r in reds):
-            if any(p is phase for i, p in enumerate(self.k.phases) if i in self.sched.staged):
+            at = next(i for i, p in enumerate(self.k.phases) if p is phase)
+            bits = dict(self.sched.staged).get(at)
+            if bits:                     # masks as int lanes: cpp_staging.py
                 lines, body = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}", CHUNK,
-                                    self.cexpr, indent)   # masks as int lanes: cpp_staging.py
+                                    self.cexpr, indent, bits)
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))

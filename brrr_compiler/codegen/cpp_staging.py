@@ -22,7 +22,7 @@ function lane by lane: generated pattern seed 14 at the L2 size, a masked softma
 walk over float64 rows that also computed exp, two log1p and an erf, took 3.9 ms, 1.4 ms
 staged. Those loops are staged at any row length. Lanes are 64-bit where the loop
 computes in double (16 int32 lanes against 8 double lanes left the exp of the sum walk
-on scalar calls) and 32-bit otherwise.
+on scalar calls) and 32-bit otherwise; the schedule records the width per phase.
 
 Only loads of 1-byte types whose index uses no value loaded in the loop (a gather's
 index) are staged; the values are the same (a bool reads back as `!= 0`, an int8 keeps
@@ -39,23 +39,23 @@ from brrr_compiler.kernel_ir import Stmt
 from brrr_compiler.schedule.rows import byte_loads
 
 def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
-          indent: str) -> tuple[list[str], list[Stmt]]:
+          indent: str, bits: int) -> tuple[list[str], list[Stmt]]:
     """Lines that copy each byte load of `body` over [lo, hi) of `inner` (at most
-    `chunk` values) into a local int32 array, and `body` reading those arrays instead."""
+    `chunk` values) into a local array of `bits`-wide integers (the schedule's lane
+    width, CppSchedule.staged), and `body` reading those arrays instead."""
     arrays: dict = {}
     for s in byte_loads(body):
         arrays.setdefault((s.buffer, s.index), f"st_{s.out}")
     if not arrays:
         return [], body
-    wide = any(s.dtype is torch.float64 for s in body if s.out)   # the note: lane width
+    lane = {32: torch.int32, 64: torch.int64}[bits]
     lines = [f"{indent}const int64_t st_lo = {lo};"]
     for (buffer, index), name in arrays.items():
-        lines += [f"{indent}{'int64_t' if wide else 'int32_t'} {name}[{chunk}];",
+        lines += [f"{indent}int{bits}_t {name}[{chunk}];",
                   f"{indent}#pragma omp simd",
                   f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
                   f"{name}[{inner} - st_lo] = {buffer}[{cexpr(index)}];"]
     at = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
-    lane = torch.int64 if wide else torch.int32
     staged = [_read(s, arrays[(s.buffer, s.index)], at, lane)
               if s.op == "load" and (s.buffer, s.index) in arrays else s for s in body]
     return lines, staged

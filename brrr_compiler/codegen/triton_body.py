@@ -180,7 +180,7 @@ class Body:
             return [f"{s.out} = {cast_expr(s.args[0], self.dtypes[s.args[0]], s.dtype)}"]
         arg_dts = [self.dtypes[a] for a in s.args]
         row = scalar_ops.TABLE.get(s.op)
-        arg_dt = row.operand_dtype(arg_dts) if row and arg_dts else s.dtype
+        arg_dt = row.form_dtype(arg_dts, s.dtype) if row else s.dtype
         return [f"{s.out} = {op_expr(s.op, list(s.args), arg_dt)}"]
 
 

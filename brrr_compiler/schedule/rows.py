@@ -76,16 +76,17 @@ def byte_loads(body: list[Stmt]) -> list[Stmt]:
             and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
 
 
-def _staged(k: Kernel) -> frozenset[int]:
-    """The loop phases whose chunks copy their byte loads (masks) to 32- or 64-bit lanes
-    first: a float sum or product, folded in order lane by lane, over a short static row,
-    and any phase that calls libm (codegen/cpp_staging.py has the note). Argmax and
+def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
+    """(phase, lane bits) of the loop phases whose chunks copy their byte loads (masks)
+    to integer lanes first: a float sum or product, folded in order lane by lane, over a
+    short static row, and any phase that calls libm (codegen/cpp_staging.py has the
+    note). Lanes are 64-bit where the phase computes in double, else 32-bit. Argmax and
     argmin loops are scalar anyway."""
     rr = k.reduction_ranges
     row = sympy.sympify(rr[-1] if k.reduction_vars else sympy.Mul(*rr))
     short = bool(row.is_Integer and int(row) <= STAGE_MAX_ROW)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
-    out = set()
+    out = []
     for i, p in enumerate(k.phases):
         reds = [s for s in p.body if s.op == "reduce"]
         if not p.loop or not byte_loads(p.body) or \
@@ -93,15 +94,16 @@ def _staged(k: Kernel) -> frozenset[int]:
             continue
         in_order = any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)
         if (short and in_order) or _calls_libm(p.body, dtypes):
-            out.add(i)
-    return frozenset(out)
+            out.append((i, 64 if any(s.dtype is torch.float64 for s in p.body if s.out)
+                        else 32))
+    return tuple(out)
 
 
 def _calls_libm(body: list[Stmt], dtypes: dict) -> bool:
     for s in body:
         row = TABLE.get(s.op)
         if row is not None and row.libmvec:
-            dt = row.operand_dtype([dtypes.get(a, s.dtype) for a in s.args]) if s.args else s.dtype
+            dt = row.form_dtype([dtypes.get(a, s.dtype) for a in s.args], s.dtype)
             if row.calls_libm(dt, s.value):
                 return True
     return False
