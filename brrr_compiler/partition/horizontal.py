@@ -1,7 +1,7 @@
 """Horizontal fusion: after the walk, sibling groups that read a common input merge into a
 reduction group over the same domain, or whose sums fold into its rows (column folds
 and full sums, partition/domains.py). `walk` is the partitioner's state
-(partitioner._Walk).
+(partitioner.Walk).
 """
 from __future__ import annotations
 

@@ -35,8 +35,11 @@ def _computing(members) -> frozenset:
     return frozenset(n for n in members if not legality.is_view(n))
 
 
-class _Walk:
-    """State of one partitioning walk over a graph."""
+class Walk:
+    """State of one partitioning walk over a graph. The extensions (horizontal.py,
+    recompute.py) read `group_of`, `order` and `graph_outputs`, and change the walk only
+    through its methods: try_merge and record, and for a rewrite of the graph,
+    copy_before, regroup and erase_unread."""
 
     def __init__(self, gm, policy: FusionPolicy, max_args: int, device, allow_across: bool):
         self.policy, self.max_args, self.graph = policy, max_args, gm.graph
@@ -137,8 +140,7 @@ class _Walk:
         verdict = ask(self.policy, candidate)
         self.record(a, b, verdict.accept, verdict.reason, verdict.metrics)
         if verdict.accept:
-            for n in merged:
-                self.group_of[n] = merged
+            self.regroup(merged)
         return verdict.accept
 
     def record(self, a: set, b: set, accept: bool, reason: str, metrics=None) -> None:
@@ -149,6 +151,33 @@ class _Walk:
             self._decided.add(key)
             self.decisions.append(Decision(describe(a), describe(b), accept, reason,
                                            dict(metrics or {})))
+
+    def copy_before(self, nodes, before) -> dict:
+        """{node: its copy} for fusible `nodes`, copied in graph order before node `before`
+        (a copy reads the copies of the nodes it reads), each placed in the walk's order
+        beside its original and fusible like it."""
+        copies: dict = {}
+        with self.graph.inserting_before(before):
+            for n in sorted(nodes, key=self.order.__getitem__):
+                args = torch.fx.map_arg((n.args, n.kwargs), lambda x: copies.get(x, x))
+                copies[n] = self.graph.call_function(n.target, *args)
+                copies[n].meta = dict(n.meta)
+                self.order[copies[n]] = self.order[n]
+                self.fusible.add(copies[n])
+        return copies
+
+    def regroup(self, members: set) -> None:
+        """Make `members` one group."""
+        for n in members:
+            self.group_of[n] = members
+
+    def erase_unread(self, group: set) -> None:
+        """Erase from the graph, and from `group`, the members nobody reads any more."""
+        for n in sorted(group, key=self.order.__getitem__, reverse=True):
+            if not n.users and n not in self.graph_outputs:
+                group.discard(n)
+                del self.group_of[n]
+                self.graph.erase_node(n)
 
     def unique_groups(self) -> list:
         return list({id(s): s for s in self.group_of.values()}.values())
@@ -196,7 +225,7 @@ def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48
     legality.fusible) (`gm` is mutated: shared views are duplicated). `allow_across`:
     the target folds reductions across rows (domains.py)."""
     duplicate_shared_views(gm)
-    walk = _Walk(gm, policy, max_args, device, allow_across)
+    walk = Walk(gm, policy, max_args, device, allow_across)
     for node in gm.graph.nodes:
         walk.visit(node)
     walk.revisit()

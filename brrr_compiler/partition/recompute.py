@@ -2,11 +2,9 @@
 inside each of them from its own inputs (copies of its pointwise nodes join each reader
 group). Asked only when the policy says `recompute = True`; if the policy accepts, the
 producer nodes nobody reads any more are erased, and with them the write and the
-read-backs. `walk` is the partitioner's state (partitioner._Walk).
+read-backs. `walk` is the partitioner's state (partitioner.Walk), changed through its methods.
 """
 from __future__ import annotations
-
-import torch.fx
 
 from brrr_compiler import ops
 from brrr_compiler.partition import legality
@@ -67,22 +65,9 @@ def _clone_into(walk, sub: set, b: set, a: set) -> None:
     """Copy `sub` into group `b` (its readers there read the copies); erase what in `a`
     nobody reads any more."""
     first = min((u for n in sub for u in n.users if u in b), key=walk.order.__getitem__)
-    copies: dict = {}
-    with walk.graph.inserting_before(first):
-        for n in sorted(sub, key=walk.order.__getitem__):
-            copies[n] = walk.graph.call_function(
-                n.target, *torch.fx.map_arg((n.args, n.kwargs), lambda x: copies.get(x, x)))
-            copies[n].meta = dict(n.meta)
-            walk.order[copies[n]] = walk.order[n]
-            walk.fusible.add(copies[n])
+    copies = walk.copy_before(sub, first)
     for u in b:
         for n in set(u.all_input_nodes) & sub:
             u.replace_input_with(n, copies[n])
-    merged = b | set(copies.values())
-    for n in merged:
-        walk.group_of[n] = merged
-    for n in sorted(a, key=walk.order.__getitem__, reverse=True):
-        if not n.users and n not in walk.graph_outputs:
-            a.discard(n)
-            del walk.group_of[n]
-            walk.graph.erase_node(n)
+    walk.regroup(b | set(copies.values()))
+    walk.erase_unread(a)
