@@ -98,6 +98,8 @@ class ScalarOp:
     libmvec: bool = False              # its C++ form calls brrr_libm_name[f], the
     #   prelude's libm/libmvec wrapper (declared `declare simd`: cpp_prelude.h)
     nonnegative: bool = False          # its result is never negative (NaN aside)
+    domain: tuple = ()                 # libm: (lo, hi, inside): outside [lo, hi] the
+    #   result is NaN; the prelude's vector clones keep those lanes from libmvec
 
     @property
     def cost(self) -> float:
@@ -180,15 +182,19 @@ _libm("exp", triton="tl.exp({0})", nonnegative=True,
                marked=((NONPOSITIVE, "brrr_expf_nonpos({0})"),)))
 _libm("exp2", triton="tl.exp2({0})")
 _libm("expm1")
-_libm("log", triton="tl.log({0})")
-_libm("log1p")
-_libm("log2", triton="tl.log2({0})")
-_libm("log10")
+# domains: libmvec computes a lane outside one with the scalar function (the prelude's note)
+_INF = float("inf")
+_libm("log", triton="tl.log({0})", domain=(0, _INF, 1))
+_libm("log1p", domain=(-1, _INF, 0))
+_libm("log2", triton="tl.log2({0})", domain=(0, _INF, 1))
+_libm("log10", domain=(0, _INF, 1))
 _libm("sin", triton="tl.sin({0})")
 _libm("cos", triton="tl.cos({0})")
-for _name in ("tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
-              "atanh"):
-    _libm(_name)
+_UNIT = (-1, 1, 0)
+for _name, _dom in (("tan", ()), ("tanh", ()), ("sinh", ()), ("cosh", ()), ("asin", _UNIT),
+                    ("acos", _UNIT), ("atan", ()), ("asinh", ()), ("acosh", (1, _INF, 2)),
+                    ("atanh", _UNIT)):
+    _libm(_name, domain=_dom)
 _libm("erf", triton="tl.erf({0})", cpp=Form("brrr_erff({0})", double="brrr_libm_erf({0})",
                                             marked=((ROUNDED, _rounded("erf", 1)),)))
 _libm("erfc")
@@ -281,11 +287,17 @@ def libm_declarations(source: str | None = None) -> str:
     """The prelude's wrappers (cpp_prelude.h's block) of the libm functions the C++ forms
     call, per type: those `source` calls (each brrr_libm_name[f] in it), or all."""
     called = None if source is None else set(re.findall(r"\bbrrr_libm_(\w+)\(", source))
-    wrappers = [f"BRRR_LIBM_{kind}({r.arity}, {r.name})"
+    wrappers = [f"BRRR_LIBM_{kind}({r.arity}, {r.name}, ({_domain(r.domain)}))"
                 for r in TABLE.values() if r.libmvec
                 for kind, fn in (("FLOAT", r.name + "f"), ("DOUBLE", r.name))
                 if called is None or fn in called]
     return "\n".join(" ".join(wrappers[i:i + 4]) for i in range(0, len(wrappers), 4))
+
+
+def _domain(domain: tuple) -> str:
+    """A row's domain as the prelude's clones take it: ", lo, hi, inside" or nothing."""
+    inf = {float("inf"): "__builtin_inf()", float("-inf"): "-__builtin_inf()"}
+    return "".join(f", {inf.get(v, repr(float(v)))}" for v in domain)
 
 
 def libdevice_functions() -> dict[str, ScalarOp]:

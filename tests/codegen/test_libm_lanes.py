@@ -48,3 +48,42 @@ def test_online_softmax_rescales_through_the_wrapper():
     g = torch.Generator().manual_seed(0)
     x, t = torch.randn(64, 3000, generator=g), torch.randint(0, 3000, (64,), generator=g)
     check_against_eager(lambda a, b: torch.nn.functional.cross_entropy(a, b), x, t, grad=False)
+
+
+UNARY = [r for r in LIBM if r.arity == 1]
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 1e-30, -1e-30, 1e30, -1e30,
+           float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("row", UNARY, ids=lambda r: r.name)
+def test_each_domain_is_where_torch_gives_a_number(row):
+    """A row's domain (scalar_ops.py) is where the prelude lets libmvec compute a lane;
+    outside it the clone returns NaN itself. So it must be exactly where the function
+    is not NaN (for finite arguments, where a row has no domain), or brrr would make NaNs
+    of values, or leave the slow lanes to libmvec."""
+    x = torch.cat([torch.linspace(-5, 5, 2001, dtype=torch.float64),
+                   torch.tensor(SPECIAL[:-1], dtype=torch.float64)])
+    nan = row.ref(x).isnan()
+    if row.domain:
+        lo, hi, inside = row.domain
+        assert lo <= inside <= hi and not row.ref(torch.tensor(float(inside))).isnan()
+        assert torch.equal(nan, ~((x >= lo) & (x <= hi))), row.name
+    else:                                   # sin(inf) is NaN: finite arguments only
+        assert not nan[x.isfinite()].any(), f"{row.name} is NaN somewhere: give it a domain"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lanes_outside_a_domain_are_nan_and_the_rest_eager_values(dtype):
+    """Arguments outside each function's domain in every position of rows that run
+    full vectors, narrower clones (padded lanes) and the scalar tail."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(8, 37, generator=g, dtype=dtype) * 3)
+    x.view(-1)[::7] = torch.tensor(SPECIAL, dtype=dtype).repeat(5)[:len(x.view(-1)[::7])]
+    short = x[:3, :5].contiguous()
+    rows = [r for r in UNARY if r.domain]
+
+    def f(x):
+        return torch.stack([r.ref(x) for r in rows])
+
+    check_against_eager(f, x, grad=False)
+    check_against_eager(f, short, grad=False)
