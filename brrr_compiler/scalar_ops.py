@@ -98,8 +98,9 @@ class ScalarOp:
     libmvec: bool = False              # its C++ form calls brrr_libm_name[f], the
     #   prelude's libm/libmvec wrapper (declared `declare simd`: cpp_prelude.h)
     nonnegative: bool = False          # its result is never negative (NaN aside)
-    domain: tuple = ()                 # libm: (lo, hi, inside): outside [lo, hi] the
-    #   result is NaN; the prelude's vector clones keep those lanes from libmvec
+    domain: tuple = ()                 # libm: (lo, hi, inside[, below, above]): the result
+    #   is `below` under lo and `above` over hi (NaN unless given); the prelude's vector
+    #   clones keep those lanes from libmvec
 
     @property
     def cost(self) -> float:
@@ -177,13 +178,13 @@ def _floor_div(a, b):
 
 
 # ---- transcendental functions (libm order: the C++ prelude declares them so) ----------
-_libm("exp", triton="tl.exp({0})", nonnegative=True,
+# domains: libmvec computes a lane outside one with the scalar function (the prelude's note)
+_INF = float("inf")
+_libm("exp", triton="tl.exp({0})", nonnegative=True, domain=(-745.2, 709.79, 0, 0, _INF),
       cpp=Form("brrr_expf({0})", double="brrr_libm_exp({0})",
                marked=((NONPOSITIVE, "brrr_expf_nonpos({0})"),)))
 _libm("exp2", triton="tl.exp2({0})")
 _libm("expm1")
-# domains: libmvec computes a lane outside one with the scalar function (the prelude's note)
-_INF = float("inf")
 _libm("log", triton="tl.log({0})", domain=(0, _INF, 1))
 _libm("log1p", domain=(-1, _INF, 0))
 _libm("log2", triton="tl.log2({0})", domain=(0, _INF, 1))
@@ -295,9 +296,13 @@ def libm_declarations(source: str | None = None) -> str:
 
 
 def _domain(domain: tuple) -> str:
-    """A row's domain as the prelude's clones take it: ", lo, hi, inside" or nothing."""
-    inf = {float("inf"): "__builtin_inf()", float("-inf"): "-__builtin_inf()"}
-    return "".join(f", {inf.get(v, repr(float(v)))}" for v in domain)
+    """A row's domain as the prelude's clones take it: ", lo, hi, inside, below, above"
+    (below and above NaN unless given), or nothing."""
+    def literal(v: float) -> str:
+        return {float("inf"): "__builtin_inf()", float("-inf"): "-__builtin_inf()"}.get(
+            v, "__builtin_nan(\"\")" if v != v else repr(float(v)))
+    full = tuple(domain) + (float("nan"),) * (5 - len(domain)) if domain else ()
+    return "".join(f", {literal(float(v))}" for v in full)
 
 
 def libdevice_functions() -> dict[str, ScalarOp]:

@@ -120,9 +120,11 @@ template <typename X, typename V> static inline X brrr_narrow(V w, X x) {
 // log of a negative, the asin of 2: NaN results) to the scalar function, one lane at a
 // time: a float log1p over normal samples, 16% of them below -1, ran 8x slower than over
 // the same count inside the domain (10-25x for log, asin, acos, atanh). A function whose
-// row gives a domain (scalar_ops.py: D is ", lo, hi, inside") calls the kernel on lanes
-// inside [lo, hi] only, the others set to `inside`, and makes those lanes NaN itself:
-// (x - x) / (x - x) is x where x is a NaN, else the default NaN, as libm returns. Lanes
+// row gives a domain (scalar_ops.py: D is ", lo, hi, inside, below, above") calls the
+// kernel on lanes inside [lo, hi] only, the others set to `inside`, and gives the others
+// the function's limits itself: `below` under lo, `above` over hi (0 and inf for exp),
+// where those are NaN the default NaN (as libm's invalid operation), and a NaN argument
+// as it is. No division: the guard costs a few compares and blends per call. Lanes
 // from N up are a narrow clone's padding (zeros, and log's zero costs the detour too):
 // they get `inside` as well.
 #define BRRR_UNPAREN(...) __VA_ARGS__
@@ -130,13 +132,21 @@ template <int N, typename F, typename V> static inline V brrr_call_in(F f, V x) 
   return f(x);
 }
 template <int N, typename F, typename V>
-static inline V brrr_call_in(F f, V x, double lo, double hi, double inside) {
+static inline V brrr_call_in(F f, V x, double lo, double hi, double inside,
+                             double below, double above) {
   typedef __typeof__(x[0] + 0) T;
   V lane = {};
   for (int i = 0; i < (int)(sizeof(V) / sizeof(T)); ++i) lane[i] = (T)i;   // folded by gcc
   const auto ok = (x >= (T)lo) & (x <= (T)hi) & (lane < (T)N);   // false for NaN
+  uint64_t words[sizeof(V) / 8], all = ~(uint64_t)0;
+  memcpy(words, &ok, sizeof words);
+  for (uint64_t w : words) all &= w;
+  if (__builtin_expect(all == ~(uint64_t)0, 1)) return f(x);
   const V r = f(ok ? x : V{} + (T)inside);
-  return ok ? r : (x - x) / (x - x);
+  const T fault = -__builtin_nan("");     // the default NaN an invalid operation gives
+  const V low = V{} + (below == below ? (T)below : fault);
+  const V high = V{} + (above == above ? (T)above : fault);
+  return ok ? r : x < (T)lo ? low : x > (T)hi ? high : x + x;   // x + x: a NaN x as is
 }
 // one function (fn: sinf, sin) in one type: the kernel, the declaration, the clones
 #define BRRR_LIBM_1(T, fn, W, V, WIDTHS, D)                                       \

@@ -51,23 +51,31 @@ def test_online_softmax_rescales_through_the_wrapper():
 
 
 UNARY = [r for r in LIBM if r.arity == 1]
-SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 1e-30, -1e-30, 1e30, -1e30,
-           float("inf"), float("-inf"), float("nan")]
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 1e-30, -1e-30, 1e30, -1e30, -740.0, 709.5,
+           -90.0, 88.0, float("inf"), float("-inf"), float("nan")]
 
 
 @pytest.mark.parametrize("row", UNARY, ids=lambda r: r.name)
 def test_each_domain_is_where_torch_gives_a_number(row):
     """A row's domain (scalar_ops.py) is where the prelude lets libmvec compute a lane;
-    outside it the clone returns NaN itself. So it must be exactly where the function
-    is not NaN (for finite arguments, where a row has no domain), or brrr would make NaNs
-    of values, or leave the slow lanes to libmvec."""
+    outside it the clone returns the row's limits (NaN unless given) itself. So the
+    function must be a number inside and those limits outside, or brrr would return
+    wrong values; a row without a domain must be a number for every finite argument
+    (or the slow lanes it leaves to libmvec want a domain)."""
     x = torch.cat([torch.linspace(-5, 5, 2001, dtype=torch.float64),
                    torch.tensor(SPECIAL[:-1], dtype=torch.float64)])
-    nan = row.ref(x).isnan()
+    y = row.ref(x)
+    nan = y.isnan()
     if row.domain:
-        lo, hi, inside = row.domain
+        lo, hi, inside, below, above = (*row.domain, float("nan"), float("nan"))[:5]
         assert lo <= inside <= hi and not row.ref(torch.tensor(float(inside))).isnan()
-        assert torch.equal(nan, ~((x >= lo) & (x <= hi))), row.name
+        x = torch.cat([x, torch.tensor([lo, hi, lo - 1, hi + 1, lo * 1.5, hi * 1.5],
+                                       dtype=torch.float64)])
+        y, inner = row.ref(x), (x >= lo) & (x <= hi)
+        assert not y[inner].isnan().any(), row.name
+        for part, limit in ((x < lo, below), (x > hi, above)):
+            got = y[part]
+            assert (got.isnan() if limit != limit else got == limit).all(), row.name
     else:                                   # sin(inf) is NaN: finite arguments only
         assert not nan[x.isfinite()].any(), f"{row.name} is NaN somewhere: give it a domain"
 
