@@ -124,9 +124,10 @@ template <typename X, typename V> static inline X brrr_narrow(V w, X x) {
 // kernel on lanes inside [lo, hi] only, the others set to `inside`, and gives the others
 // the function's limits itself: `below` under lo, `above` over hi (0 and inf for exp),
 // where those are NaN the default NaN (as libm's invalid operation), and a NaN argument
-// as it is. No division: the guard costs a few compares and blends per call. Lanes
-// from N up are a narrow clone's padding (zeros, and log's zero costs the detour too):
-// they get `inside` as well.
+// as it is. A vector whose lanes are all inside goes straight to the kernel: the blends
+// around the call (which spill the argument and the mask) cost clean double exp 1.4x.
+// Lanes from N up are a narrow clone's padding (zeros, and log's zero costs the detour
+// too): they count as outside. benchmarks/results/notes.md has the measurements.
 #define BRRR_UNPAREN(...) __VA_ARGS__
 template <int N, typename F, typename V> static inline V brrr_call_in(F f, V x) {
   return f(x);
