@@ -185,5 +185,18 @@ def reduces_outer_dim(kernel: Kernel) -> bool:
                 continue
             ci = linear_coeff(s.index, inner, kernel.all_vars())
             if ci != 0:
-                return ci == 1 and linear_coeff(s.index, red, kernel.all_vars()) != 1
+                return _columns_step_less(ci, linear_coeff(s.index, red, kernel.all_vars()))
     return False
+
+
+def _columns_step_less(ci, cr) -> bool:
+    """Does the access step less along the columns (`ci`) than along the reduced dim
+    (`cr`)? Where a stride is symbolic or not linear, only a unit column step counts (a
+    strided input of stride 2 along the columns and 128 along the reduction walked rows
+    at 128 floats apart, 2.3x slower than eager: generated pattern seed 29)."""
+    if ci is None or cr is None:
+        return ci == 1 and cr != 1
+    try:
+        return bool(abs(ci) < abs(cr))
+    except TypeError:
+        return ci == 1 and cr != 1
