@@ -32,6 +32,7 @@ class CppSchedule:
     forks: bool | None = None        # constant sizes: does the main parallel loop fork?
     inner_tile: int = 0              # pointwise: innermost-loop tile per work item
     pieces: tuple[tuple[int, int], ...] = ()   # pointwise: the inner loop split (cat)
+    replicate: int | None = None     # pointwise: the outer dim only stores step along
     stream: frozenset[str] = frozenset()       # outputs stored past the caches
     transposed: int | None = None    # tiled: the outer dim read contiguously
     tile: tuple[int, int] = (0, 0)   # tiled: (outer, inner) block
@@ -58,6 +59,8 @@ class CppSchedule:
         if self.pieces:
             parts.append(f"split in {len(self.pieces)} at "
                          + ", ".join(str(lo) for lo, _ in self.pieces[1:]))
+        if self.replicate is not None:
+            parts.append(f"values computed once, stored along dim {self.replicate}")
         if self.transposed is not None:
             parts.append(f"{self.tile[0]}x{self.tile[1]} tiles over dim {self.transposed}")
         if self.column_tile:

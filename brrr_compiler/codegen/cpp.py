@@ -24,6 +24,7 @@ from brrr_compiler.codegen.cpp_invariant import invariant_tables
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
+from brrr_compiler.codegen.cpp_replicate import replicated_loops
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_tiled import tiled_loops
 from brrr_compiler.kernel_ir import Kernel, Stmt
@@ -210,6 +211,8 @@ def _body_lines(k: Kernel, indent: str, known: dict | None = None) -> list[str]:
 def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
     if not k.loop_vars:
         return _body_lines(k, "  ")
+    if sched.replicate is not None:
+        return replicated_loops(k, sched, stmt_line, cexpr, STORAGE)
     *outer, inner = k.loop_vars
     *outer_n, inner_n = [cexpr(r) for r in k.ranges]
     lines = [f"  const int64_t n{i} = {n};" for i, n in enumerate(outer_n)]

@@ -124,6 +124,8 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
     stats = KernelStats(points=rows * red, rows=rows,
                         forks=getattr(schedule, "forks", None))
     columns = schedule.columns
+    rep = getattr(schedule, "replicate", None)   # values computed once per index of dim rep
+    once = as_int(kernel.ranges[rep], hints) if rep is not None else 1
     for phase in kernel.phases:
         count = (rows * red if phase.per_row_loop else red if phase.loop
                  else 1 if phase.once else rows)
@@ -139,7 +141,8 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
                 stats.add_op(s.value, s.dtype, count, reduce=True,
                              columns=columns or s.op == "column_reduce")
             else:
-                stats.add_op(s.op, s.dtype, count, scalar=scalar)
+                stats.add_op(s.op, s.dtype, count if s.op == "store" else count // once,
+                             scalar=scalar)
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}
     extents.update({v: as_int(r, hints) for v, r in
                     zip(kernel.reduction_vars, kernel.reduction_ranges)})

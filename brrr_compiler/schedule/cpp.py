@@ -5,6 +5,8 @@
     pointwise, some input read transposed (contiguous along an outer
     dim, strided along the innermost)                                -> tiled
     other pointwise kernels                                          -> pointwise
+      (values computed once, stored along an outer dim only stores step along,
+       where they call transcendental functions: codegen/cpp_replicate.py)
 
 A pointwise kernel hands tiles of INNER_TILE elements of its innermost loop to the
 threads; that loop splits where a select on it changes side (transforms/split.py: cat's
@@ -14,6 +16,9 @@ staging each transposed operand's block first (codegen/cpp_tiled.py has the note
 """
 from __future__ import annotations
 
+import sympy
+
+from brrr_compiler import scalar_ops
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.schedule import rows
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
@@ -26,6 +31,7 @@ INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a t
 TILE_A = 128               # a transposed operand's block: rows along the outer dim
 TILE_INNER = 64            # ... and along the innermost: four cache lines of floats
 TRANSPOSE_BLOCK = 16       # the block brrr_transpose16 (cpp_prelude.h) stages a tile in
+REPLICATE_TILE = 1024      # a replicated kernel's tile: its held values stay in L1
 
 
 def choose_cpp(k: Kernel, num_threads: int) -> CppSchedule:
@@ -48,15 +54,38 @@ def _short(k: Kernel, d: int) -> bool:
 
 def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     pieces = tuple(split_bounds(k))
+    rep = None if pieces else replicated_var(k)
+    tile = INNER_TILE if rep is None else REPLICATE_TILE
     sizes = static_sizes(k.ranges) if k.loop_vars else None
     fork = None if k.loop_vars else False      # a 0-d kernel has no loop to fork
     if sizes is not None:
         *outer, inner = sizes
-        fork = forks(product(outer) * tiles(inner, INNER_TILE), min(inner, INNER_TILE),
-                     PARALLEL_MIN_NUMEL)
-    stream = frozenset() if pieces else frozenset(streamed(k))
-    return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=INNER_TILE,
-                       pieces=pieces, stream=stream)
+        items = product(n for i, n in enumerate(outer) if i != rep) * tiles(inner, tile)
+        stored = min(inner, tile) * (outer[rep] if rep is not None else 1)   # per item
+        fork = forks(items, stored, PARALLEL_MIN_NUMEL)
+    stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
+    return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
+                       pieces=pieces, stream=stream, replicate=rep)
+
+
+def replicated_var(k: Kernel) -> int | None:
+    """The outer loop var that only the stores step along, in a kernel that calls
+    transcendental functions (codegen/cpp_replicate.py has the note): its values are
+    computed once and stored once per index of that var. The longest such var (static
+    sizes), else none."""
+    if len(k.loop_vars) < 2 or not any(
+            s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].transcendentals for s in k.body):
+        return None
+    stores = [s for s in k.body if s.op == "store"]
+    named = [{v.name for v in sympy.sympify(s.index).free_symbols}
+             for s in k.body if s.op != "store" and s.index is not None]
+    found = []
+    for d, (v, n) in enumerate(zip(k.loop_vars[:-1], k.ranges[:-1])):
+        size = sympy.sympify(n)
+        if size.is_Integer and int(size) > 1 and all(v.name not in u for u in named) \
+                and all(v in sympy.sympify(s.index).free_symbols for s in stores):
+            found.append((int(size), d))
+    return max(found)[1] if found else None
 
 
 def transposed_var(k: Kernel) -> int | None:

@@ -140,3 +140,32 @@ def test_a_strided_load_walks_the_dim_it_steps_least_along():
     k = _kernel(_max_over_a_middle_dim, a, b)
     assert choose(k, "cpp", 2).kind == "columns"
     check_against_eager(_max_over_a_middle_dim, a, b, grad=False)
+
+
+def _rotary(q, c):
+    return q * torch.cos(c) + torch.sin(c), torch.exp(c) > 1.5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_values_of_an_input_expanded_along_an_outer_dim_are_computed_once(dtype):
+    """c is the same for every head (dim 1): its cos, sin and exp are computed once per
+    (batch, position, feature) and stored for each head (codegen/cpp_replicate.py); q
+    reads along the heads, so a kernel reading it computes per element as before."""
+    c = torch.randn(2, 1, 16, 24, dtype=dtype).expand(2, 8, 16, 24)
+    k = _kernel(lambda c: torch.cos(c) * torch.sin(c), c)
+    sched = choose(k, "cpp", 2)
+    assert sched.replicate == 1 and "stored along dim 1" in sched.describe()
+    src = cpp.print_kernel(k, sched)
+    assert src.count("brrr_libm_cos") == 1 and "for (int64_t i1 = 0; i1 < n1; ++i1)" in src
+    stats = kernel_stats(k, sched)
+    plain = kernel_stats(k, dataclasses.replace(sched, replicate=None))
+    assert sum(stats.transcendentals.values()) * 8 == sum(plain.transcendentals.values())
+    check_against_eager(lambda c: (torch.cos(c), torch.exp(c) > 1.5), c, grad=False)
+    q = torch.randn(2, 8, 16, 24, dtype=dtype)
+    check_against_eager(_rotary, q, c, grad=False)
+    assert choose(_kernel(lambda q, c: q * torch.cos(c), q, c), "cpp", 2).replicate is None
+
+
+def test_a_cheap_body_is_not_replicated():
+    c = torch.randn(2, 1, 16, 24).expand(2, 8, 16, 24)
+    assert choose(_kernel(lambda c: c * 2 + 1, c), "cpp", 2).replicate is None
