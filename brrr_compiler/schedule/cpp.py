@@ -77,6 +77,9 @@ def replicated_var(k: Kernel) -> int | None:
             s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].transcendentals for s in k.body):
         return None
     stores = [s for s in k.body if s.op == "store"]
+    values = {s.out for s in k.body if s.out}
+    if any({v.name for v in sympy.sympify(s.index).free_symbols} & values for s in stores):
+        return None                  # a scatter's index is a value of the first loop
     named = [{v.name for v in sympy.sympify(s.index).free_symbols}
              for s in k.body if s.op != "store" and s.index is not None]
     found = []
