@@ -141,8 +141,7 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
                 stats.add_op(s.value, s.dtype, count, reduce=True,
                              columns=columns or s.op == "column_reduce")
             else:
-                stats.add_op(s.op, s.dtype, count if s.op == "store" else count // once,
-                             scalar=scalar)
+                stats.add_op(s.op, s.dtype, count // once, scalar=scalar)
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}
     extents.update({v: as_int(r, hints) for v, r in
                     zip(kernel.reduction_vars, kernel.reduction_ranges)})
