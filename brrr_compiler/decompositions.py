@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from brrr_compiler import batch_norm_decomposition
+from brrr_compiler import batch_norm_decomposition, slice_decomposition
 from brrr_compiler.decomposition_layout import eager_layout
 from brrr_compiler.pool_decomposition import max_pool2d_with_indices
 
@@ -144,23 +144,6 @@ def _extreme_all(value_op):
     return decomposition
 
 
-def slice_backward(grad, input_sizes, dim, start, end, step):
-    """The gradient of a step-1 slice as a cat of the gradient between zeros: pointwise, so
-    it fuses with the add that usually sums several such gradients (rotary's two halves),
-    where ATen's slice_backward is a fill and a strided copy of its own."""
-    if step != 1 or not all(isinstance(v, int) for v in (*input_sizes, start, end)):
-        return NotImplemented
-    dim = dim % len(input_sizes)
-    size = input_sizes[dim]
-    start = min(max(start + size if start < 0 else start, 0), size)
-    pieces = [(start, None), (grad.shape[dim], grad), (size - start - grad.shape[dim], None)]
-    parts = [g if g is not None else aten.full.default(
-                 [n if d == dim else s for d, s in enumerate(input_sizes)], 0,
-                 dtype=grad.dtype, device=grad.device)
-             for n, g in pieces if n > 0 or g is not None]
-    return aten.cat.default(parts, dim) if len(parts) > 1 else aten.clone.default(grad)
-
-
 def _contiguous_first(op):
     """torch's decomposition of softmax or log_softmax, its input cloned contiguous first.
     torch's begins with x.contiguous() (eager's kernels write contiguous results), which
@@ -209,10 +192,10 @@ def _decompositions() -> dict:
         aten.max.default: _extreme_all(aten.amax.default),
         aten.min.default: _extreme_all(aten.amin.default),
         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
-        aten.slice_backward.default: slice_backward,
         aten._softmax.default: _contiguous_first(aten._softmax.default),
         aten._log_softmax.default: _contiguous_first(aten._log_softmax.default),
         aten.index_fill.int_Scalar: _index_fill(aten.index_fill.int_Scalar),
         aten.index_fill.int_Tensor: _index_fill(aten.index_fill.int_Tensor),
         **batch_norm_decomposition.table(),
+        **slice_decomposition.table(),
     }

@@ -144,6 +144,35 @@ _pw([aten.cat.default], "cat", ADD, _cat_ok)
 # --- pointwise: dtype casts and constants ---------------------------------------------
 _pw([aten._to_copy.default, aten.clone.default, aten.lift_fresh_copy.default,
      torch.ops.prims.convert_element_type.default], "copy", 0.0)
+# copy(self, src): src cast and broadcast into self's shape and layout (lower/index_rules.py);
+# an empty tensor made only to be copied into (a layout for a result) is part of that copy
+_pw([aten.copy.default], "copy_into", 0.0)
+
+
+def _only_copied_into(n) -> bool:
+    return bool(n.users) and all(u.target is aten.copy.default and u.args[0] is n
+                                 and n not in u.args[1:] for u in n.users)
+
+
+_pw([aten.empty_strided.default, aten.new_empty_strided.default, aten.empty.memory_format,
+     aten.new_empty.default, aten.empty_like.default], "empty", 0.0, _only_copied_into)
+
+
+def _strided_scatter_ok(n) -> bool:
+    """slice_scatter with a step > 1 and static sizes (step 1 is a cat:
+    slice_decomposition.py); its source index, a quotient taken in double, is exact for
+    extents below 2**31 and steps below 2**22 (an error under 1/step)."""
+    base, src = n.args[0].meta.get("val"), n.args[1].meta.get("val")
+    a = list(n.args) + [None] * 6
+    step = n.kwargs.get("step", a[5] if a[5] is not None else 1)
+    start = n.kwargs.get("start", a[3])
+    return (base is not None and src is not None and base.dim() > 0
+            and isinstance(step, int) and 1 < step < 2**22
+            and (start is None or isinstance(start, int))
+            and all(isinstance(s, int) and s < 2**31 for s in (*base.shape, *src.shape)))
+
+
+_pw([aten.slice_scatter.default], "strided_slice_scatter", ADD, _strided_scatter_ok)
 _pw([aten.full.default, aten.scalar_tensor.default, aten.full_like.default,
      aten.zeros_like.default, aten.ones_like.default, aten.zeros.default, aten.ones.default],
     "constant", 0.0)

@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # the pipeline, in order (DESIGN.md): a stage imports earlier stages and leaves only
 STAGES = {
     "capture": ["capture", "decompositions", "decomposition_layout", "pool_decomposition",
-                "batch_norm_decomposition"],
+                "batch_norm_decomposition", "slice_decomposition"],
     "passes": ["passes", "eager_strides"],   # ATen-to-ATen layout steps
     "partition": ["partition"],
     "cost": ["cost"],

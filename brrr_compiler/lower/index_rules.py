@@ -4,7 +4,8 @@ gather loads its input at an index read from another tensor (an indirect load, c
 against the extent: eager raises for an out-of-range index), and embedding loads whole
 rows of its table that way; cat selects one input by the
 index along the cat dim, reading every input at a clamped, always in-bounds index; arange
-is a ramp of the index itself. Each rule takes the group lowering (`low`: its `value`
+is a ramp of the index itself; copy(self, src) is src in self's place, self never read
+(so an empty self has no value to compute). Each rule takes the group lowering (`low`: its `value`
 evaluates any node at any index) and returns the node's value at `idx`.
 """
 from __future__ import annotations
@@ -89,7 +90,56 @@ def arange(low, node, idx: tuple, body: Body) -> V:
     return body.cast(ramp, node.meta["val"].dtype)
 
 
-RULES = {"gather": gather, "embedding": embedding, "cat": cat, "arange": arange}
+def copy_into(low, node, idx: tuple, body: Body) -> V:
+    """copy(self, src): src broadcast to self's shape and cast to its dtype, laid out as
+    self (the node's own strides, which its store follows). self's values are never read:
+    it is an empty tensor of the wanted layout, or the view a functionalized copy_ wrote."""
+    src = normalized(node)["src"]
+    v = low.value(src, indexing.broadcast(idx, indexing.shape(src.meta["val"])))
+    return body.cast(v, node.meta["val"].dtype)
+
+
+def strided_slice_scatter(low, node, idx: tuple, body: Body) -> V:
+    """slice_scatter with a step k > 1 (ops.py: static sizes): out[.., i, ..] is
+    src[.., (i - start) / k, ..] where i - start is a multiple of k in [0, n k), else
+    base's. The source index is a division, which index expressions do not take: it is
+    computed as a value, clamped into range, and src read there (gather's read)."""
+    a = normalized(node)
+    base, src = a["self"], a["src"]
+    shape = indexing.shape(base.meta["val"])
+    dim = a["dim"] % len(shape)
+    start, step = slice_start(a["start"], shape[dim]), a["step"]
+    n = int(src.meta["val"].shape[dim])
+    i64 = torch.int64
+    rel = body.emit("index", i64, index=sympy.Integer(0) + idx[dim] - start)
+    # (i - start) / k in double, truncated: exact for the extents and steps ops.py admits
+    f64 = torch.float64
+    q = body.cast(body.emit("truediv", f64, (body.cast(rel, f64), body.const(step, f64))), i64)
+    on = body.emit("eq", torch.bool, (rel, body.emit("mul", i64, (q, body.const(step, i64)))))
+    for cmp, v, bound in (("ge", rel, 0), ("lt", q, n)):
+        on = body.emit("logical_and", torch.bool, (on, body.emit(cmp, torch.bool, (
+            v, body.const(bound, i64)))))
+    low_q = body.emit("maximum", i64, (q, body.const(0, i64)))
+    safe = body.emit("minimum", i64, (low_q, body.const(max(n - 1, 0), i64)))
+    dt = node.meta["val"].dtype
+    written = body.cast(_indirect(low, node, src, dim, safe, idx, idx), dt)
+    return body.emit("where", dt, (on, written, body.cast(low.value(base, idx), dt)))
+
+
+def slice_start(start, size: int) -> int:
+    """A slice's start as slice clamps it into [0, size]."""
+    start = 0 if start is None else start
+    return min(max(start + size if start < 0 else start, 0), size)
+
+
+def empty(low, node, idx: tuple, body: Body) -> V:
+    """An uninitialized tensor (ops.py takes only those whose readers are copies into
+    them, which never read it): zeros, should a kernel have to store it."""
+    return body.const(0, node.meta["val"].dtype)
+
+
+RULES = {"gather": gather, "embedding": embedding, "cat": cat, "arange": arange,
+         "copy_into": copy_into, "empty": empty, "strided_slice_scatter": strided_slice_scatter}
 
 
 # cats read through slices of cats (diff with prepend and append, n times over) clamp

@@ -48,11 +48,18 @@ def unit_stride(chains: dict, out) -> bool:
     """Do the views step by one element along the dim `out` stores innermost? (A max-pool
     over NCHW steps by two there: computing the producer inside those strided window loops
     is slower than storing it and reading it back; benchmarks/results/notes.md, "Producers
-    inside strided window loops".)"""
+    inside strided window loops".) A view of another rank (a select: the row an in-place
+    `x[0] += 1` reads) steps by one along its own innermost dim, or has one element."""
     val = legality.tensor_val(out)
     dims = [d for d in range(val.dim()) if val.shape[d] != 1]
     if not dims:
         return True
     inner = min(dims, key=lambda d: val.stride()[d])
-    return all(c[-1].meta["val"].dim() == val.dim() and c[-1].meta["val"].stride()[inner] == 1
-               for c in chains.values())
+    return all(_steps_by_one(c[-1].meta["val"], val.dim(), inner) for c in chains.values())
+
+
+def _steps_by_one(view, rank: int, inner: int) -> bool:
+    if view.dim() == rank:
+        return view.stride()[inner] == 1
+    strides = [st for n, st in zip(view.shape, view.stride()) if n != 1]
+    return not strides or min(strides) == 1
