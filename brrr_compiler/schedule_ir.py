@@ -33,6 +33,8 @@ class CppSchedule:
     inner_tile: int = 0              # pointwise: innermost-loop tile per work item
     pieces: tuple[tuple[int, int], ...] = ()   # pointwise: the inner loop split (cat)
     replicate: int | None = None     # pointwise: the outer dim only stores step along
+    unswitch: bool = False           # pointwise: a select on an outer index (an outer cat):
+    #                                  gcc copies the inner loop per side (codegen/cpp.py)
     stream: frozenset[str] = frozenset()       # outputs stored past the caches
     transposed: int | None = None    # tiled: the outer dim read contiguously
     tile: tuple[int, int] = (0, 0)   # tiled: (outer, inner) block
@@ -61,6 +63,8 @@ class CppSchedule:
                          + ", ".join(str(lo) for lo, _ in self.pieces[1:]))
         if self.replicate is not None:
             parts.append(f"values computed once, stored along dim {self.replicate}")
+        if self.unswitch:
+            parts.append("inner loop copied per side of its outer-index selects")
         if self.transposed is not None:
             parts.append(f"{self.tile[0]}x{self.tile[1]} tiles over dim {self.transposed}")
         if self.column_tile:

@@ -267,6 +267,11 @@ def kernel_source(k: Kernel, num_threads: int, sched: CppSchedule | None = None)
     return print_kernel(k, sched or choose_cpp(k, num_threads))
 
 
+# unswitching for one function: gcc's pragma, around it (clang ignores it)
+UNSWITCH = ("#pragma GCC push_options", '#pragma GCC optimize ("unswitch-loops")',
+            "#pragma GCC pop_options")
+
+
 def print_kernel(k: Kernel, sched: CppSchedule) -> str:
     """The (Kernel, CppSchedule) pair as one extern "C" function."""
     head = [f"// {k.name}: fuses {len(k.origins)} ATen node(s)"]
@@ -281,6 +286,9 @@ def print_kernel(k: Kernel, sched: CppSchedule) -> str:
         loops = tiled_loops(k, sched, cexpr, stmt_line, STORAGE)
     else:
         loops = _loops(k, sched)
+    if sched.unswitch:      # the schedule's note (schedule/cpp.py: outer_index_select)
+        return "\n".join(head + list(UNSWITCH[:2]) + [signature(k) + " {"] + loops
+                         + ["}", UNSWITCH[2]]) + "\n"
     return "\n".join(head + [signature(k) + " {"] + loops + ["}"]) + "\n"
 
 
@@ -293,7 +301,8 @@ def translation_unit(kernels: list[Kernel], num_threads: int,
     for k in kernels:
         src = printed.get(k.name) or kernel_source(k, num_threads)
         sig = signature(k)
-        head = src.partition(sig)[0]
+        head = "".join(line for line in src.partition(sig)[0].splitlines(True)
+                       if not line.startswith("#pragma GCC"))    # an alias is no function
         key = code_key(k, src)
         if key in first:
             parts.append(f"{head}//   same code as {first[key]}\n"

@@ -65,7 +65,30 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
         fork = forks(items, stored, PARALLEL_MIN_NUMEL)
     stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
-                       pieces=pieces, stream=stream, replicate=rep)
+                       pieces=pieces, stream=stream, replicate=rep,
+                       unswitch=rep is None and outer_index_select(k))
+
+
+def outer_index_select(k: Kernel) -> bool:
+    """Does a select of `k` choose by an index computation that its innermost loop does
+    not change (the side of a cat along an outer dim, a write into rows of a tensor)?
+    gcc 12 vectorizes no select on such a loop-invariant int64 comparison, and
+    -fno-unswitch-loops (runtime/toolchain.py) keeps it from copying the loop per side:
+    the loop ran scalar (a KV-cache update, a cat along dim 2 of 4 dims, 2x slower than
+    eager). Those kernels are printed with unswitching on (codegen/cpp.py)."""
+    if not k.loop_vars:
+        return False
+    inner = k.loop_vars[-1]
+    varying: set = set()
+    from_index: set = set()
+    for s in k.body:
+        syms = {x.name for x in s.index.free_symbols} if s.index is not None else set()
+        if inner.name in syms or syms & varying or any(a in varying for a in s.args):
+            varying.add(s.out)
+        if s.op == "index" or any(a in from_index for a in s.args):
+            from_index.add(s.out)
+    return any(s.op == "where" and s.args[0] in from_index and s.args[0] not in varying
+               for s in k.body)
 
 
 def replicated_var(k: Kernel) -> int | None:

@@ -169,3 +169,23 @@ def test_values_of_an_input_expanded_along_an_outer_dim_are_computed_once(dtype)
 def test_a_cheap_body_is_not_replicated():
     c = torch.randn(2, 1, 16, 24).expand(2, 8, 16, 24)
     assert choose(_kernel(lambda c: c * 2 + 1, c), "cpp", 2).replicate is None
+
+
+@pytest.mark.parametrize("dim", [1, 2], ids=["dim1", "dim2"])
+def test_a_select_on_an_outer_index_unswitches_its_loop(dim):
+    # a cat along an outer dim chooses by the outer index: gcc vectorizes that select only
+    # with the inner loop copied per side (schedule/cpp.py: outer_index_select)
+    parts = (torch.randn(2, 3, 4, 16), torch.randn(2, 5, 4, 16)) if dim == 1 else \
+        (torch.randn(2, 3, 4, 16), torch.randn(2, 3, 6, 16))
+    k = _kernel(lambda a, b: torch.cat((a, b), dim) * 0.5, *parts)
+    sched = choose(k, "cpp", 2)
+    assert sched.unswitch, sched
+    src = cpp.print_kernel(k, sched)
+    assert src.count('#pragma GCC optimize ("unswitch-loops")') == 1 and "pop_options" in src
+    check_against_eager(lambda a, b: torch.cat((a, b), dim) * 0.5, *parts, grad=False)
+
+
+def test_a_select_on_the_inner_index_or_on_values_keeps_one_loop():
+    inner = _kernel(lambda a, b: torch.cat((a, b), -1) * 0.5, torch.randn(4, 16), torch.randn(4, 8))
+    values = _kernel(lambda x, y: torch.where(x > 0, x, y), torch.randn(8, 32), torch.randn(8, 32))
+    assert not choose(inner, "cpp", 2).unswitch and not choose(values, "cpp", 2).unswitch
