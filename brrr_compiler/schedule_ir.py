@@ -33,8 +33,8 @@ class CppSchedule:
     inner_tile: int = 0              # pointwise: innermost-loop tile per work item
     pieces: tuple[tuple[int, int], ...] = ()   # pointwise: the inner loop split (cat)
     replicate: int | None = None     # pointwise: the outer dim only stores step along
-    unswitch: bool = False           # pointwise: a select on an outer index (an outer cat):
-    #                                  gcc copies the inner loop per side (codegen/cpp.py)
+    unswitch: tuple[str, ...] = ()   # pointwise: conditions of selects on an outer index (an
+    #                                  outer cat): the inner loop printed per combination
     stream: frozenset[str] = frozenset()       # outputs stored past the caches
     transposed: int | None = None    # tiled: the outer dim read contiguously
     tile: tuple[int, int] = (0, 0)   # tiled: (outer, inner) block
@@ -64,7 +64,7 @@ class CppSchedule:
         if self.replicate is not None:
             parts.append(f"values computed once, stored along dim {self.replicate}")
         if self.unswitch:
-            parts.append("inner loop copied per side of its outer-index selects")
+            parts.append(f"inner loop copied per side of {len(self.unswitch)} outer-index select(s)")
         if self.transposed is not None:
             parts.append(f"{self.tile[0]}x{self.tile[1]} tiles over dim {self.transposed}")
         if self.column_tile:

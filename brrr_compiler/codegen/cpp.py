@@ -27,6 +27,7 @@ from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_replicate import replicated_loops
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_tiled import tiled_loops
+from brrr_compiler.codegen.cpp_unswitch import condition_lines, copies
 from brrr_compiler.kernel_ir import Kernel, Stmt
 from brrr_compiler.schedule import choose_cpp
 from brrr_compiler.schedule_ir import CppSchedule
@@ -234,7 +235,16 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
     once = hoisted(k, [p for _, _, p in pieces])   # once per row (cpp_hoist.py)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     loop += ["    " + stmt_line(s, dtypes) for s in once]
-    loop += _inner_loops(k, pieces, set(sched.stream), {s.out for s in once}) + ["  }"]
+    before = {s.out for s in once}
+    conds = [c for c in sched.unswitch if c in dtypes]     # cpp_unswitch.py's note
+    if conds:
+        computed, names = condition_lines(k, conds, before, lambda s: stmt_line(s, dtypes), "    ")
+        loop += computed
+        before |= names
+        loop += copies(conds, _inner_loops(k, pieces, set(sched.stream), before), "    ")
+    else:
+        loop += _inner_loops(k, pieces, set(sched.stream), before)
+    loop.append("  }")
     cond = f"nwork * (n_inner < tile ? n_inner : tile) >= {sched.min_parallel} && nwork > 1"
     return lines + parallel_loop("  ", sched.threads, cond, sched.forks, loop, bool(sched.stream))
 
@@ -267,11 +277,6 @@ def kernel_source(k: Kernel, num_threads: int, sched: CppSchedule | None = None)
     return print_kernel(k, sched or choose_cpp(k, num_threads))
 
 
-# unswitching for one function: gcc's pragma, around it (clang ignores it)
-UNSWITCH = ("#pragma GCC push_options", '#pragma GCC optimize ("unswitch-loops")',
-            "#pragma GCC pop_options")
-
-
 def print_kernel(k: Kernel, sched: CppSchedule) -> str:
     """The (Kernel, CppSchedule) pair as one extern "C" function."""
     head = [f"// {k.name}: fuses {len(k.origins)} ATen node(s)"]
@@ -286,9 +291,6 @@ def print_kernel(k: Kernel, sched: CppSchedule) -> str:
         loops = tiled_loops(k, sched, cexpr, stmt_line, STORAGE)
     else:
         loops = _loops(k, sched)
-    if sched.unswitch:      # the schedule's note (schedule/cpp.py: outer_index_select)
-        return "\n".join(head + list(UNSWITCH[:2]) + [signature(k) + " {"] + loops
-                         + ["}", UNSWITCH[2]]) + "\n"
     return "\n".join(head + [signature(k) + " {"] + loops + ["}"]) + "\n"
 
 
@@ -301,8 +303,7 @@ def translation_unit(kernels: list[Kernel], num_threads: int,
     for k in kernels:
         src = printed.get(k.name) or kernel_source(k, num_threads)
         sig = signature(k)
-        head = "".join(line for line in src.partition(sig)[0].splitlines(True)
-                       if not line.startswith("#pragma GCC"))    # an alias is no function
+        head = src.partition(sig)[0]
         key = code_key(k, src)
         if key in first:
             parts.append(f"{head}//   same code as {first[key]}\n"

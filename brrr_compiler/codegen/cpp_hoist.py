@@ -70,6 +70,11 @@ def _movable(k: Kernel, defs: dict, excluded: set[str] = frozenset()) -> list[st
     return [n for n in defs if invariant(n) and reads_memory(n)]
 
 
+def closure(body: list[Stmt], roots: list[str]) -> list[Stmt]:
+    """`roots` and the statements of `body` they need, in body order."""
+    return _closure(body, {s.out: s for s in body if s.out is not None}, roots)
+
+
 def _closure(body: list[Stmt], defs: dict, roots: list[str]) -> list[Stmt]:
     """`roots` and the statements they need, in body order."""
     needed: set[str] = set()

@@ -66,18 +66,20 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep,
-                       unswitch=rep is None and outer_index_select(k))
+                       unswitch=() if rep is not None else outer_select_conditions(k))
 
 
-def outer_index_select(k: Kernel) -> bool:
-    """Does a select of `k` choose by an index computation that its innermost loop does
-    not change (the side of a cat along an outer dim, a write into rows of a tensor)?
-    gcc 12 vectorizes no select on such a loop-invariant int64 comparison, and
-    -fno-unswitch-loops (runtime/toolchain.py) keeps it from copying the loop per side:
-    the loop ran scalar (a KV-cache update, a cat along dim 2 of 4 dims, 2x slower than
-    eager). Those kernels are printed with unswitching on (codegen/cpp.py)."""
+MAX_CONDITIONS = 3         # an unswitched loop is printed 2^n times (codegen/cpp_unswitch.py)
+
+
+def outer_select_conditions(k: Kernel) -> tuple[str, ...]:
+    """The conditions of `k`'s selects that are index computations its innermost loop does
+    not change (the side of a cat along an outer dim, a write into rows of a tensor), if
+    at most MAX_CONDITIONS: gcc 12 vectorizes no select on such a loop-invariant bool, so
+    the printer copies the loop per combination of their values (codegen/cpp_unswitch.py
+    has the note)."""
     if not k.loop_vars:
-        return False
+        return ()
     inner = k.loop_vars[-1]
     varying: set = set()
     from_index: set = set()
@@ -87,8 +89,9 @@ def outer_index_select(k: Kernel) -> bool:
             varying.add(s.out)
         if s.op == "index" or any(a in from_index for a in s.args):
             from_index.add(s.out)
-    return any(s.op == "where" and s.args[0] in from_index and s.args[0] not in varying
-               for s in k.body)
+    conds = tuple(dict.fromkeys(s.args[0] for s in k.body if s.op == "where"
+                                and s.args[0] in from_index and s.args[0] not in varying))
+    return conds if len(conds) <= MAX_CONDITIONS else ()
 
 
 def replicated_var(k: Kernel) -> int | None:

@@ -140,10 +140,14 @@ def test_cat_along_the_inner_dim_splits_into_plain_loads():
     assert " ? " not in body
 
 
-def test_cat_along_an_outer_dim_keeps_one_clamped_loop():
+def test_cat_along_an_outer_dim_copies_its_clamped_loop_per_side():
+    # the side is computed once per row, and each copy of the loop declares it a constant
+    # (codegen/cpp_unswitch.py); the loads stay clamped
     _, k = _kernel(lambda a, b: torch.cat((a, -b), dim=0) * 2, torch.randn(3, 8), torch.randn(5, 8))
     src = cpp.kernel_source(k, 1)
-    assert src.count("#pragma omp simd") == 1 and "brrr_min_i64(" in src.partition("omp simd")[2]
+    assert src.count("#pragma omp simd") == 2 and "brrr_min_i64(" in src.partition("omp simd")[2]
+    (FileCheck().check("if (").check("= true;").check("omp simd").check("} else {")
+     .check("= false;").check("omp simd").run(src))
 
 
 @pytest.mark.parametrize("dtype,load,rnd,store", [

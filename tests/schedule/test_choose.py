@@ -179,9 +179,9 @@ def test_a_select_on_an_outer_index_unswitches_its_loop(dim):
         (torch.randn(2, 3, 4, 16), torch.randn(2, 3, 6, 16))
     k = _kernel(lambda a, b: torch.cat((a, b), dim) * 0.5, *parts)
     sched = choose(k, "cpp", 2)
-    assert sched.unswitch, sched
+    assert len(sched.unswitch) == 1, sched
     src = cpp.print_kernel(k, sched)
-    assert src.count('#pragma GCC optimize ("unswitch-loops")') == 1 and "pop_options" in src
+    assert src.count("#pragma omp simd") == 2 and f"if ({sched.unswitch[0]})" in src
     check_against_eager(lambda a, b: torch.cat((a, b), dim) * 0.5, *parts, grad=False)
 
 
@@ -189,3 +189,13 @@ def test_a_select_on_the_inner_index_or_on_values_keeps_one_loop():
     inner = _kernel(lambda a, b: torch.cat((a, b), -1) * 0.5, torch.randn(4, 16), torch.randn(4, 8))
     values = _kernel(lambda x, y: torch.where(x > 0, x, y), torch.randn(8, 32), torch.randn(8, 32))
     assert not choose(inner, "cpp", 2).unswitch and not choose(values, "cpp", 2).unswitch
+
+
+def test_more_outer_selects_than_copies_allow_keep_one_loop():
+    # five pieces along dim 0: four conditions, 16 copies; past MAX_CONDITIONS the loop
+    # stays one (selects on the row's values)
+    parts = [torch.randn(n, 8) for n in (1, 2, 3, 1, 2)]
+    k = _kernel(lambda *xs: torch.cat(xs, 0) * 2, *parts)
+    sched = choose(k, "cpp", 2)
+    assert sched.unswitch == () and cpp.print_kernel(k, sched).count("#pragma omp simd") == 1
+    check_against_eager(lambda *xs: torch.cat(xs, 0) * 2, *parts, grad=False)
