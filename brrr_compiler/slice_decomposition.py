@@ -10,7 +10,8 @@ are a full copy of the base and a strided copy over it: two passes, and a kernel
 on each side (a generated pattern with two such in-place updates at the L1 size ran
 1.6x slower than eager). A slice_scatter with a step is a pointwise op of its own
 (ops.py, lower/index_rules.py), and a strided slice's gradient a scatter into zeros.
-Symbolic sizes keep ATen's ops.
+Only the written dim's size must be static (cat's inputs need static extents along it);
+otherwise ATen's ops stay.
 """
 from __future__ import annotations
 
@@ -52,9 +53,9 @@ def slice_backward(grad, input_sizes, dim, start, end, step):
     """The gradient of a slice: a cat of the gradient between zeros (step 1), which fuses
     with the add that usually sums several such gradients (rotary's two halves); with a
     step, the gradient scattered into zeros (ops.py's strided slice_scatter)."""
-    if not _static(*input_sizes, start, end, step):
-        return NotImplemented
     dim = dim % len(input_sizes)
+    if not _static(input_sizes[dim], start, end, step):
+        return NotImplemented
     if step != 1:
         zeros = aten.full.default(list(input_sizes), 0, dtype=grad.dtype, device=grad.device)
         return aten.slice_scatter.default(zeros, grad, dim, start, end, step)
@@ -64,9 +65,11 @@ def slice_backward(grad, input_sizes, dim, start, end, step):
 
 def select_backward(grad, input_sizes, dim, index):
     """The gradient of a select: the gradient unsqueezed between zeros."""
-    if not _static(*input_sizes, index) or not input_sizes:
+    if not input_sizes:
         return NotImplemented
     dim = dim % len(input_sizes)
+    if not _static(input_sizes[dim], index):
+        return NotImplemented
     index = index + input_sizes[dim] if index < 0 else index
     middle = aten.unsqueeze.default(grad, dim)
     return _between(list(input_sizes), None, dim, index, index + 1, middle)
@@ -74,28 +77,41 @@ def select_backward(grad, input_sizes, dim, index):
 
 def slice_scatter(base, src, dim=0, start=None, end=None, step=1):
     """base with src written over base[start:end] along dim (step 1), src cast to base's
-    dtype as eager's copy into the slice does."""
-    if step != 1 or base.dim() == 0 or not _static(*base.shape) or \
-            not all(v is None or isinstance(v, int) for v in (start, end)):
+    dtype as eager's copy into the slice does. The other dims may be symbolic; a slice
+    over the whole of a symbolic dim (functionalization's x[:] around a write into
+    another dim) is src itself."""
+    if step != 1 or base.dim() == 0 or not all(v is None or isinstance(v, int) for v in (start, end)):
         return NotImplemented
     dim = dim % base.dim()
+    if _empty(base):
+        return NotImplemented
+    if not _static(base.shape[dim]):
+        whole = start in (None, 0) and (end is None or end >= 2**62)
+        return aten.clone.default(_cast(src, base.dtype)) if whole else NotImplemented
     start, end = _bounds(base.shape[dim], start, end)
-    if base.numel() == 0 or src.shape[dim] != end - start:
+    if src.shape[dim] != end - start:
         return NotImplemented
     return _between(list(base.shape), base, dim, start, end, _cast(src, base.dtype))
 
 
 def select_scatter(base, src, dim, index):
-    """base with src written over base.select(dim, index)."""
-    if base.dim() == 0 or not _static(*base.shape, index) or base.numel() == 0:
+    """base with src written over base.select(dim, index) (the other dims may be symbolic)."""
+    if base.dim() == 0 or _empty(base):
         return NotImplemented
     dim = dim % base.dim()
     size = base.shape[dim]
+    if not _static(size, index):
+        return NotImplemented
     index = index + size if index < 0 else index
     if not 0 <= index < size:
         return NotImplemented          # ATen's error
     middle = aten.unsqueeze.default(_cast(src, base.dtype), dim)
     return _between(list(base.shape), base, dim, index, index + 1, middle)
+
+
+def _empty(x) -> bool:
+    """A static zero among x's sizes (a symbolic one is at least 2 to Dynamo)."""
+    return any(isinstance(n, int) and n == 0 for n in x.shape)
 
 
 def _cast(x, dtype):

@@ -3,8 +3,12 @@ select's gradient and a copy into an empty tensor of a layout are cats and copie
 fuse, checked against eager in values, strides and gradients; so does a slice_scatter
 with a step (a pointwise op of its own).
 """
+import functools
+
 import pytest
 import torch
+
+from brrr_compiler.backend import brrr_backend
 
 from tests.helpers import check_against_eager
 
@@ -119,3 +123,25 @@ def test_kv_cache_update_along_an_outer_dim(pos):
         return cache * 0.5
     graphs = check_against_eager(f, torch.randn(2, 3, 16, 8), torch.randn(2, 3, 2, 8), grad=False)
     assert len(graphs[0].kernels) == 1 and not _aten_ops(graphs), graphs[0]
+
+
+def test_writes_along_a_static_dim_of_a_dynamic_tensor():
+    # rows symbolic (mark_dynamic), columns static: writes into columns are cats along
+    # the static dim; the row write (its dim symbolic) stays ATen's select_scatter, and
+    # the whole-range slice functionalization wraps around the column write is src itself
+    def f(x, v):
+        y = x * 2
+        y[:, 1:3] = v
+        y[0] += 1
+        y[:, -1].mul_(3)
+        return y.sin()
+    sink: list = []
+    compiled = torch.compile(f, backend=functools.partial(brrr_backend, options=None, _sink=sink))
+    for rows in (6, 9, 13):
+        x, v = torch.randn(rows, 8), torch.randn(rows, 2)
+        torch._dynamo.mark_dynamic(x, 0)
+        torch._dynamo.mark_dynamic(v, 0)
+        torch.testing.assert_close(compiled(x, v), f(x, v), rtol=1e-6, atol=1e-6)
+    ops = _aten_ops(sink)
+    assert len(sink) == 1 and not [op for op in ops if "slice_scatter" in op], ops
+    assert [op for op in ops if "select_scatter" in op], ops
