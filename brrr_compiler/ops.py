@@ -158,6 +158,20 @@ _pw([aten.empty_strided.default, aten.new_empty_strided.default, aten.empty.memo
      aten.new_empty.default, aten.empty_like.default], "empty", 0.0, _only_copied_into)
 
 
+def normalized(node) -> dict:
+    """The node's arguments by schema name (`self`, `other`, ...), defaults filled in."""
+    schema = node.target._schema
+    out = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args) and not arg.kwarg_only:
+            out[arg.name] = node.args[i]
+        elif arg.name in node.kwargs:
+            out[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            out[arg.name] = arg.default_value
+    return out
+
+
 def _strided_scatter_ok(n) -> bool:
     """slice_scatter with a step > 1 and static sizes (step 1 is a cat:
     slice_decomposition.py); its source index, a quotient taken in double, is exact for
@@ -167,15 +181,14 @@ def _strided_scatter_ok(n) -> bool:
     column: 4.5x eager's time, ATen's 2.0x; a float16 generated pattern, every other
     column, 3x against 1.07x), so only outer dims take it."""
     base, src, out = (t.meta.get("val") for t in (n.args[0], n.args[1], n))
-    a = list(n.args) + [None] * 6
-    step = n.kwargs.get("step", a[5] if a[5] is not None else 1)
-    start = n.kwargs.get("start", a[3])
+    a = normalized(n)
+    step, start = a["step"], a["start"]
     if base is None or src is None or out is None or base.dim() == 0 or \
             not isinstance(step, int) or not 1 < step < 2**22 or \
             not (start is None or isinstance(start, int)) or \
             not all(isinstance(s, int) and s < 2**31 for s in (*base.shape, *src.shape, *out.stride())):
         return False
-    dim = n.kwargs.get("dim", a[2] if a[2] is not None else 0) % base.dim()
+    dim = a["dim"] % base.dim()
     dims = [d for d in range(out.dim()) if out.shape[d] != 1]
     innermost = min(dims, key=lambda d: out.stride()[d]) if dims else None
     return dim != innermost

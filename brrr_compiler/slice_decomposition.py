@@ -20,7 +20,7 @@ import torch
 aten = torch.ops.aten
 
 
-def _bounds(size: int, start, end) -> tuple[int, int]:
+def slice_bounds(size: int, start, end) -> tuple[int, int]:
     """Python slice bounds [start, end) of a dim of `size`, as slice does: None is the
     dim's end, a negative bound counts from the end, both clamp into [0, size]."""
     start = 0 if start is None else start
@@ -59,7 +59,7 @@ def slice_backward(grad, input_sizes, dim, start, end, step):
     if step != 1:
         zeros = aten.full.default(list(input_sizes), 0, dtype=grad.dtype, device=grad.device)
         return aten.slice_scatter.default(zeros, grad, dim, start, end, step)
-    start, _ = _bounds(input_sizes[dim], start, end)
+    start, _ = slice_bounds(input_sizes[dim], start, end)
     return _between(list(input_sizes), None, dim, start, start + grad.shape[dim], grad)
 
 
@@ -88,7 +88,7 @@ def slice_scatter(base, src, dim=0, start=None, end=None, step=1):
     if not _static(base.shape[dim]):
         whole = start in (None, 0) and (end is None or end >= 2**62)
         return aten.clone.default(_cast(src, base.dtype)) if whole else NotImplemented
-    start, end = _bounds(base.shape[dim], start, end)
+    start, end = slice_bounds(base.shape[dim], start, end)
     if src.shape[dim] != end - start:
         return NotImplemented
     return _between(list(base.shape), base, dim, start, end, _cast(src, base.dtype))

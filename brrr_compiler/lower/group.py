@@ -32,7 +32,7 @@ from brrr_compiler.transforms.loops import reduces_outer_dim, simplify_loops
 from brrr_compiler.lower.reduce_rules import ReductionEmitter
 from brrr_compiler.lower.row_division import row_reciprocal_div
 from brrr_compiler.lower.scalar_rules import (LOW_PRECISION, Body, Namer, V, lower_node,
-                                              normalized, opmath)
+                                              opmath)
 from brrr_compiler.transforms.rounded_libm import round_libm_calls
 from brrr_compiler.transforms.signs import mark_nonpositive_exps
 from brrr_compiler.transforms.unit_reductions import fold_unit_reductions
@@ -188,7 +188,7 @@ class _GroupLowering:
         if recip is not None:
             return recip
         args = {}
-        for name, a in normalized(node).items():
+        for name, a in ops.normalized(node).items():
             if isinstance(a, torch.fx.Node):
                 a = self.value(a, indexing.broadcast(idx, indexing.shape(a.meta["val"])))
             args[name] = a

@@ -16,8 +16,10 @@ import sympy
 import torch
 
 from brrr_compiler import ops
+from brrr_compiler.slice_decomposition import slice_bounds
 from brrr_compiler.lower import indexing
-from brrr_compiler.lower.scalar_rules import Body, V, normalized
+from brrr_compiler.lower.scalar_rules import Body, V
+from brrr_compiler.ops import normalized
 
 
 def gather(low, node, idx: tuple, body: Body) -> V:
@@ -108,7 +110,7 @@ def strided_slice_scatter(low, node, idx: tuple, body: Body) -> V:
     base, src = a["self"], a["src"]
     shape = indexing.shape(base.meta["val"])
     dim = a["dim"] % len(shape)
-    start, step = slice_start(a["start"], shape[dim]), a["step"]
+    start, step = slice_bounds(shape[dim], a["start"], None)[0], a["step"]
     n = int(src.meta["val"].shape[dim])
     i64 = torch.int64
     rel = body.emit("index", i64, index=sympy.Integer(0) + idx[dim] - start)
@@ -124,12 +126,6 @@ def strided_slice_scatter(low, node, idx: tuple, body: Body) -> V:
     dt = node.meta["val"].dtype
     written = body.cast(_indirect(low, node, src, dim, safe, idx, idx), dt)
     return body.emit("where", dt, (on, written, body.cast(low.value(base, idx), dt)))
-
-
-def slice_start(start, size: int) -> int:
-    """A slice's start as slice clamps it into [0, size]."""
-    start = 0 if start is None else start
-    return min(max(start + size if start < 0 else start, 0), size)
 
 
 def empty(low, node, idx: tuple, body: Body) -> V:

@@ -92,20 +92,6 @@ class Ctx(NamedTuple):
         return opmath(self.out)
 
 
-def normalized(node: torch.fx.Node) -> dict:
-    """The node's arguments by schema name (`self`, `other`, ...), defaults filled in."""
-    schema = node.target._schema
-    out = {}
-    for i, arg in enumerate(schema.arguments):
-        if i < len(node.args) and not arg.kwarg_only:
-            out[arg.name] = node.args[i]
-        elif arg.name in node.kwargs:
-            out[arg.name] = node.kwargs[arg.name]
-        elif arg.has_default_value():
-            out[arg.name] = arg.default_value
-    return out
-
-
 def _first(a: dict, *names):
     for n in names:
         if n in a:
@@ -137,7 +123,7 @@ def _round_scalar(c: Ctx, v, name: str):
     if c.out not in LOW_PRECISION:
         return v
     if isinstance(v, V):
-        arg = normalized(c.node)[name]
+        arg = ops.normalized(c.node)[name]
         held = isinstance(arg, torch.fx.Node) and arg.meta["val"].dtype == c.out
         return c.b.cast(v, c.cdt if held and not c.exact else c.out)
     return torch.tensor(v, dtype=c.out).item()
@@ -194,7 +180,7 @@ def _promo_arg(node, name: str, a: dict):
     v = a[name]
     if not isinstance(v, V):
         return v
-    val = normalized(node)[name].meta["val"]
+    val = ops.normalized(node)[name].meta["val"]
     return torch.empty((1,) * val.dim(), dtype=val.dtype, device="meta")
 
 

@@ -24,7 +24,7 @@ from brrr_compiler.schedule import rows
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import streamed
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
-from brrr_compiler.transforms.loops import linear_coeff, reduces_outer_dim
+from brrr_compiler.transforms.loops import inner_varying, linear_coeff, reduces_outer_dim
 from brrr_compiler.transforms.split import split_bounds
 
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
@@ -80,13 +80,9 @@ def outer_select_conditions(k: Kernel) -> tuple[str, ...]:
     has the note)."""
     if not k.loop_vars:
         return ()
-    inner = k.loop_vars[-1]
-    varying: set = set()
+    varying = inner_varying(k.body, k.loop_vars[-1].name)
     from_index: set = set()
     for s in k.body:
-        syms = {x.name for x in s.index.free_symbols} if s.index is not None else set()
-        if inner.name in syms or syms & varying or any(a in varying for a in s.args):
-            varying.add(s.out)
         if s.op == "index" or any(a in from_index for a in s.args):
             from_index.add(s.out)
     conds = tuple(dict.fromkeys(s.args[0] for s in k.body if s.op == "where"

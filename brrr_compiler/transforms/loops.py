@@ -200,3 +200,18 @@ def _columns_step_less(ci, cr) -> bool:
         return bool(abs(ci) < abs(cr))
     except TypeError:
         return ci == 1 and cr != 1
+
+
+def inner_varying(body: list[Stmt], inner: str) -> set[str]:
+    """The SSA values of `body` (in body order) that change along the loop variable named
+    `inner`: an index that names it or such a value (a gather's), and whatever is computed
+    from those. Hoisting (codegen/cpp_hoist.py) and the unswitched selects
+    (schedule/cpp.py) both move or test only the others."""
+    varying: set[str] = set()
+    for s in body:
+        names = {x.name for x in sympy.sympify(s.index).free_symbols} \
+            if s.index is not None else set()
+        if s.out is not None and (inner in names or names & varying
+                                  or any(a in varying for a in s.args)):
+            varying.add(s.out)
+    return varying
