@@ -159,6 +159,11 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype], decl: str | None = None) 
             v = f"brrr_bf16_bits({v})"   # already rounded: see cpp_prelude.h
         elif s.dtype is torch.float16:
             v = f"brrr_f16_bits({v})"    # already rounded: see cpp_prelude_lowp.h
+        elif s.dtype is torch.bool:
+            # a select, not the bool itself: gcc 12 vectorizes no loop that stores the OR
+            # of a float compare and a byte load's compare next to a libm call (its masks
+            # differ in width), and kept generated seed 6's loop scalar (2.6x eager)
+            v = f"(uint8_t)({v} ? 1 : 0)"
         return f"{s.buffer}[{cexpr(s.index)}] = {v};"
     if s.op == "load":
         x = f"{s.buffer}[{cexpr(s.index)}]"

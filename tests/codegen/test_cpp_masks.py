@@ -42,7 +42,21 @@ def test_bool_to_float_is_a_select():
 def test_bool_output_is_stored_as_bytes():
     src = _source(lambda a, b: a > b, torch.randn(64, 64), torch.randn(64, 64))
     (FileCheck().check("uint8_t* __restrict out0)").check("const bool v2 = (v0 > v1);")
-     .check("out0[i0] = v2;").run(src))
+     .check("out0[i0] = (uint8_t)(v2 ? 1 : 0);").run(src))
+
+
+def test_or_of_a_float_compare_and_a_mask_is_stored_through_a_select():
+    """gcc 12 left this loop scalar with the bool stored as is: the OR joins masks of two
+    widths (a float compare's, a byte load's), and with a libm call beside it no vector
+    width fit both (generated pattern seed 6, 5x slower)."""
+    def fn(x, m):
+        y = torch.where(m, x - torch.log1p(x.abs()), 0.0)
+        return y.isnan() | m, y
+
+    x, m = torch.randn(8, 16, 17), _mask(8, 1, 17)
+    src = _source(fn, x, m)
+    FileCheck().check("brrr_libm_log1pf").check("(uint8_t)(v").check(" ? 1 : 0);").run(src)
+    check_against_eager(fn, x, m)
 
 
 def test_masked_softmax_stages_the_mask_for_its_sum_of_exps():
