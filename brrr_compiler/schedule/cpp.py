@@ -73,20 +73,22 @@ MAX_CONDITIONS = 3         # an unswitched loop is printed 2^n times (codegen/cp
 
 
 def outer_select_conditions(k: Kernel) -> tuple[str, ...]:
-    """The conditions of `k`'s selects that are index computations its innermost loop does
-    not change (the side of a cat along an outer dim, a write into rows of a tensor), if
-    at most MAX_CONDITIONS: gcc 12 vectorizes no select on such a loop-invariant bool, so
-    the printer copies the loop per combination of their values (codegen/cpp_unswitch.py
-    has the note)."""
+    """The conditions of `k`'s selects that its innermost loop does not change (the side
+    of a cat along an outer dim, a write into rows of a tensor, a bool read once per row
+    or once per call: lerp's scalar-weight test), if at most MAX_CONDITIONS: gcc 12
+    vectorizes no select on such a loop-invariant bool, so the printer copies the loop per
+    combination of their values (codegen/cpp_unswitch.py has the note). A condition read
+    from a buffer `k` writes is left alone: its value may change within the row."""
     if not k.loop_vars:
         return ()
     varying = inner_varying(k.body, k.loop_vars[-1].name)
-    from_index: set = set()
+    written = {b.name for b in k.outputs}
+    reads_written: set = set()
     for s in k.body:
-        if s.op == "index" or any(a in from_index for a in s.args):
-            from_index.add(s.out)
+        if (s.op == "load" and s.buffer in written) or any(a in reads_written for a in s.args):
+            reads_written.add(s.out)
     conds = tuple(dict.fromkeys(s.args[0] for s in k.body if s.op == "where"
-                                and s.args[0] in from_index and s.args[0] not in varying))
+                                and s.args[0] not in varying and s.args[0] not in reads_written))
     return conds if len(conds) <= MAX_CONDITIONS else ()
 
 

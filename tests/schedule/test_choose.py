@@ -199,3 +199,18 @@ def test_more_outer_selects_than_copies_allow_keep_one_loop():
     sched = choose(k, "cpp", 2)
     assert sched.unswitch == () and cpp.print_kernel(k, sched).count("#pragma omp simd") == 1
     check_against_eager(lambda *xs: torch.cat(xs, 0) * 2, *parts, grad=False)
+
+
+def test_a_select_on_a_bool_read_once_per_row_unswitches_its_loop():
+    # a row's mask value is loop-invariant too; next to a libm call gcc kept the select a
+    # branch ("control flow in loop") and the loop scalar (generated seed 46: a float64
+    # lerp, whose scalar weight's test is a 0-dim bool, beside a tanh: 1.7x eager)
+    def fn(x, m):
+        return torch.where(m[:, None], torch.tanh(x * x), x)
+
+    x, m = torch.randn(16, 40, dtype=torch.float64), torch.rand(16) > 0.5
+    sched = choose(_kernel(fn, x, m), "cpp", 2)
+    assert len(sched.unswitch) == 1, sched
+    check_against_eager(fn, x, m, grad=False)
+    y = torch.randn(16, 1, dtype=torch.float64).expand(16, 40)
+    check_against_eager(lambda x, y: (torch.lerp(x, y, 0.25), torch.tanh(x * x)), x, y)
