@@ -333,3 +333,16 @@ def test_replot_redraws_every_suite_from_its_json(tmp_path):
                 "models_outside.png", "cost_model.png"):
         assert (tmp_path / png).stat().st_size > 0, png
     assert not (tmp_path / "compile_scaling.png").exists()      # no compile.json
+
+
+@pytest.mark.scripts
+def test_vector_audit_reports_the_loops_gcc_left_scalar(tmp_path):
+    """Two generated patterns, compiled and audited; seed 6 at L2 (a mask OR'd with a float
+    compare beside log1p) had a scalar loop before bool stores became selects."""
+    out = tmp_path / "audit.md"
+    proc = subprocess.run([sys.executable, str(BENCH / "vector_audit.py"), "--seeds", "5:7",
+                           "--sizes", "l2", "--out", str(out)], capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "seed 6 l2: 0 scalar loop(s)" in proc.stderr
+    assert out.read_text().startswith("# Scalar `omp simd` loops in generated patterns")
