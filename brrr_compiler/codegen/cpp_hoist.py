@@ -21,7 +21,7 @@ from __future__ import annotations
 import sympy
 
 from brrr_compiler.kernel_ir import Kernel, Stmt
-from brrr_compiler.transforms.loops import inner_varying
+from brrr_compiler.transforms.loops import inner_varying, reads_buffers
 
 
 def hoisted(k: Kernel, pieces: list[Kernel] = ()) -> list[Stmt]:
@@ -49,15 +49,16 @@ def _movable(k: Kernel, defs: dict, excluded: set[str] = frozenset()) -> list[st
     """The values of `defs` that do not depend on `k`'s innermost loop variable, read no
     buffer `k` writes, are computed from `defs` only (none of `excluded`), and read
     memory (directly or through their arguments)."""
-    varying = inner_varying(list(defs.values()), str(k.loop_vars[-1]))
-    written = {b.name for b in k.outputs}
+    body = list(defs.values())
+    moving = inner_varying(body, str(k.loop_vars[-1])) | \
+        reads_buffers(body, {b.name for b in k.outputs})
     memo: dict[str, bool] = {}
 
     def invariant(name: str) -> bool:
         if name not in memo:
             s = defs.get(name)
-            memo[name] = (s is not None and name not in excluded and name not in varying
-                          and s.buffer not in written and all(map(invariant, _uses(s, defs))))
+            memo[name] = (s is not None and name not in excluded and name not in moving
+                          and all(map(invariant, _uses(s, defs))))
         return memo[name]
 
     reads: dict[str, bool] = {}

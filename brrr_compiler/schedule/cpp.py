@@ -24,7 +24,8 @@ from brrr_compiler.schedule import rows
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import streamed
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
-from brrr_compiler.transforms.loops import inner_varying, linear_coeff, reduces_outer_dim
+from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_buffers,
+                                         reduces_outer_dim)
 from brrr_compiler.transforms.split import split_bounds
 
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
@@ -82,11 +83,7 @@ def outer_select_conditions(k: Kernel) -> tuple[str, ...]:
     if not k.loop_vars:
         return ()
     varying = inner_varying(k.body, k.loop_vars[-1].name)
-    written = {b.name for b in k.outputs}
-    reads_written: set = set()
-    for s in k.body:
-        if (s.op == "load" and s.buffer in written) or any(a in reads_written for a in s.args):
-            reads_written.add(s.out)
+    reads_written = reads_buffers(k.body, {b.name for b in k.outputs})
     conds = tuple(dict.fromkeys(s.args[0] for s in k.body if s.op == "where"
                                 and s.args[0] not in varying and s.args[0] not in reads_written))
     return conds if len(conds) <= MAX_CONDITIONS else ()

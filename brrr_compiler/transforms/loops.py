@@ -204,14 +204,27 @@ def _columns_step_less(ci, cr) -> bool:
 
 def inner_varying(body: list[Stmt], inner: str) -> set[str]:
     """The SSA values of `body` (in body order) that change along the loop variable named
-    `inner`: an index that names it or such a value (a gather's), and whatever is computed
-    from those. Hoisting (codegen/cpp_hoist.py) and the unswitched selects
+    `inner`: an index that names it, and whatever is computed from such a value (an index
+    naming one included). Hoisting (codegen/cpp_hoist.py) and the unswitched selects
     (schedule/cpp.py) both move or test only the others."""
-    varying: set[str] = set()
+    return _reaching(body, lambda s, names: inner in names)
+
+
+def reads_buffers(body: list[Stmt], buffers: set[str]) -> set[str]:
+    """The SSA values of `body` computed from a load of one of `buffers` (a kernel's own
+    outputs: such a value may change within a row, so it is neither hoisted nor tested
+    once per row)."""
+    return _reaching(body, lambda s, names: s.op == "load" and s.buffer in buffers)
+
+
+def _reaching(body: list[Stmt], seed) -> set[str]:
+    """The values `seed(stmt, names in its index)` picks and every value computed from
+    them, through arguments or index expressions."""
+    found: set[str] = set()
     for s in body:
         names = {x.name for x in sympy.sympify(s.index).free_symbols} \
             if s.index is not None else set()
-        if s.out is not None and (inner in names or names & varying
-                                  or any(a in varying for a in s.args)):
-            varying.add(s.out)
-    return varying
+        if s.out is not None and (seed(s, names) or names & found
+                                  or any(a in found for a in s.args)):
+            found.add(s.out)
+    return found
