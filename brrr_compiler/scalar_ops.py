@@ -46,6 +46,9 @@ CONVERSION_COST = {("load", torch.float16): 3.0, ("cast", torch.float16): 4.0,
 # Stmt.value of an exp whose argument cannot be positive (transforms/signs.py): C++ prints a
 # cheaper exp for it
 NONPOSITIVE = "nonpositive"
+# Stmt.value of a cast to float16/bfloat16 of a value that type represents exactly
+# (transforms/exact_casts.py): C++ keeps the float as it is instead of rounding it
+EXACT = "exact"
 # Stmt.value of a float libm call evaluated in double and rounded once (Config.libm=
 # "accurate", transforms/rounded_libm.py): correctly rounded where libmvec's float kernels
 # are 2-4 ulp off, at 2-6x the function's cost (benchmarks/results/notes/float32_libm.md)

@@ -181,6 +181,8 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype], decl: str | None = None) 
     elif s.op == "bounded":
         v = s.args[0]
         return (f"const int64_t {s.out} = brrr_in_bounds({v}, {cexpr(s.index)}) ? {v} : 0;")
+    elif s.op == "cast" and s.value == scalar_ops.EXACT:   # transforms/exact_casts.py
+        rhs = f"((float){s.args[0]})"
     elif s.op == "cast":
         rhs = cast_expr(s.args[0], dtypes[s.args[0]], s.dtype)
     else:

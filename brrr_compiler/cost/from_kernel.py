@@ -16,7 +16,8 @@ stays in the core's cache: it costs no memory traffic. An index loaded from a te
 at most its dim's extent. A column fold is one fold of the column kind
 per point (its partial rows stay in cache too); the columns phase runs once per point
 of the reduction domain. Loads, stores and rounding casts of float16 and bfloat16 values
-cost the conversions the printer writes for them (scalar_ops.CONVERSION_COST).
+cost the conversions the printer writes for them (scalar_ops.CONVERSION_COST); a cast
+marked exact (transforms/exact_casts.py) prints none.
 """
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
             s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
         for s in phase.body:
             convert = scalar_ops.CONVERSION_COST.get((s.op, s.dtype))
-            if convert:
+            if convert and s.value != scalar_ops.EXACT:     # an exact cast prints no rounding
                 stats.add_flops(convert, torch.float32, count)
             if s.op in NO_WORK:
                 continue

@@ -34,6 +34,7 @@ from brrr_compiler.lower.row_division import row_reciprocal_div
 from brrr_compiler.lower.scalar_rules import (LOW_PRECISION, Body, Namer, V, lower_node,
                                               opmath)
 from brrr_compiler.transforms.rounded_libm import round_libm_calls
+from brrr_compiler.transforms.exact_casts import mark_exact_casts
 from brrr_compiler.transforms.signs import mark_nonpositive_exps
 from brrr_compiler.transforms.unit_reductions import fold_unit_reductions
 from brrr_compiler.partition.domains import after_rows
@@ -268,7 +269,8 @@ def lower_group(group, name: str, use_scratch: bool = False, round_results: bool
     else:
         out_strides = [s for d, s in enumerate(out_strides) if d not in dims]
     index_rules.check_clamps(kernel)
-    kernel = mark_nonpositive_exps(fold_unit_reductions(simplify_loops(kernel, out_strides)))
+    kernel = mark_exact_casts(mark_nonpositive_exps(
+        fold_unit_reductions(simplify_loops(kernel, out_strides))))
     low.__dict__.clear()    # a cycle (its reducer): freed now, not by the cycle collector
     if kernel.scratch and reduces_outer_dim(kernel):
         return lower_group(group, name, use_scratch=False,    # the tiled schedule recomputes
