@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from pathlib import Path
 
 import sympy
@@ -69,8 +70,12 @@ def prelude(kernels_source: str | None = None) -> str:
     """cpp_prelude.h, with the libm wrappers `kernels_source` calls (all of them without
     it) in place of its BRRR_LIBM_DECLARATIONS line: each wrapper defines a few small
     functions, so a unit defines only the ones its kernels call."""
-    return _prelude_text().replace("BRRR_LIBM_DECLARATIONS",
+    text = _prelude_text().replace("BRRR_LIBM_DECLARATIONS",
                                    scalar_ops.libm_declarations(kernels_source))
+    if kernels_source is None or re.search(r"\bbrrr_(fmod|floordiv|remainder)\(",
+                                           kernels_source):
+        text = "#define BRRR_FMOD_CLONES\n" + text   # the prelude's note on brrr_fmodf_v
+    return text
 
 
 # ---- index expressions ---------------------------------------------------------------

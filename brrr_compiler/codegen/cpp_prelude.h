@@ -386,17 +386,76 @@ template <typename T> static inline bool brrr_signbit(T x) { return x < T(0); }
 static inline bool brrr_signbit(float x) { int32_t b; memcpy(&b, &x, 4); return b < 0; }
 static inline bool brrr_signbit(double x) { int64_t b; memcpy(&b, &x, 8); return b < 0; }
 
-// Python-style floor division and remainder on floats, with ATen's rounding fix-ups
+// fmod for float, exact as C's (the sign of a, zeros too), in vector lanes. libm's fmodf
+// is a call per element that gcc cannot vectorize (fmod, remainder and floor division
+// over 1M floats ran 3.7x eager's time, which vectorizes with Sleef). A lane with
+// |a| < 2^29 |b| computes in double: q = trunc(a / b) is the true quotient or, where
+// a / b lies just below an integer and rounds up to it, one too large in magnitude;
+// q * b is exact (29 + 24 bits), so is a - q * b (the result is a multiple of the
+// smaller operand's ulp, under 2^53 of them), and a result of the wrong sign gets |b|
+// back. Other lanes (huge quotients, b = 0 or inf, NaN, inf a) call fmodf: both paths
+// are exact, so a value does not depend on its lane. The clones are defined only in
+// units whose kernels call fmod (codegen/cpp.py, prelude).
+#if defined(BRRR_LIBMVEC) && defined(BRRR_FMOD_CLONES)
+static inline bool brrr_fmodf_near(float a, float b) {     // false for NaN
+  return __builtin_fabsf(a) < __builtin_fabsf(b) * 536870912.0f &&
+         __builtin_fabsf(b) != __builtin_inff();
+}
+static inline float brrr_fmodf_fast(float a, float b) {
+  const double ad = a, bd = b;
+  const double q = brrr_fmodf_near(a, b) ? ad / bd : 0.0;
+  const double t = (double)(int32_t)q;                        // trunc
+  double r = ad - t * bd;
+  const double babs = __builtin_fabs(bd);
+  r = (r != 0 && (r < 0) != (ad < 0)) ? r + (ad < 0 ? -babs : babs) : r;
+  return __builtin_copysignf((float)r, a);
+}
+// one clone's lanes as a short loop gcc vectorizes at the target's widths (generic
+// vectors of 16 doubles are wider than any register: gcc split their selects lane by lane)
+template <int N, typename V> static inline V brrr_fmodf_lanes(V a, V b) {
+  float av[N], bv[N], out[N];
+  int32_t near[N], all = -1;
+  memcpy(av, &a, sizeof av);
+  memcpy(bv, &b, sizeof bv);
+  // no pragma: gcc vectorizes this fixed count at -O3, and a unit's omp loops stay the
+  // kernels' own (benchmarks/vector_audit.py and tests count them)
+  for (int i = 0; i < N; ++i) {
+    out[i] = brrr_fmodf_fast(av[i], bv[i]);
+    near[i] = brrr_fmodf_near(av[i], bv[i]) ? -1 : 0;
+    all &= near[i];
+  }
+  if (__builtin_expect(!all, 0))
+    for (int i = 0; i < N; ++i)
+      if (!near[i]) out[i] = fmodf(av[i], bv[i]);
+  V r;
+  memcpy(&r, out, sizeof r);
+  return r;
+}
+BRRR_WIDTHS_F(BRRR_DECLARE_LEN, ) BRRR_HIDDEN BRRR_PURE float brrr_fmodf_v(float, float);
+BRRR_HIDDEN float brrr_fmodf_lane(float, float) __asm__("brrr_fmodf_v");
+float brrr_fmodf_lane(float a, float b) { return fmodf(a, b); }
+#define BRRR_FMOD_CLONE(n, t, ...)                                                \
+  BRRR_HIDDEN BRRR_VEC(n, t) BRRR_ZGV(n, vv, brrr_fmodf_v)(BRRR_VEC(n, t) a,      \
+                                                           BRRR_VEC(n, t) b) {    \
+    return brrr_fmodf_lanes<n>(a, b);                                             \
+  }
+BRRR_WIDTHS_F(BRRR_FMOD_CLONE, )
+static inline float brrr_fmod(float a, float b) { return brrr_fmodf_v(a, b); }
+#else
 static inline float brrr_fmod(float a, float b) { return fmodf(a, b); }
+#endif
 static inline double brrr_fmod(double a, double b) { return fmod(a, b); }
+
+// Python-style floor division and remainder on floats, with ATen's rounding fix-ups
+// (div_floor_floating), as selects: branches kept gcc from vectorizing the loop
 template <typename T> static inline T brrr_floordiv(T a, T b) {
-  if (b == 0) return a / b;
-  T mod = brrr_fmod(a, b);
+  const T mod = brrr_fmod(a, b);
   T div = (a - mod) / b;
-  if (mod != 0 && (b < 0) != (mod < 0)) div -= T(1);
-  if (div == 0) return __builtin_copysign(T(0), a / b);
-  T fl = __builtin_floor(div);
-  return div - fl > T(0.5) ? fl + T(1) : fl;
+  div = (mod != 0 && (b < 0) != (mod < 0)) ? div - T(1) : div;
+  const T fl = __builtin_floor(div);
+  const T rounded = div - fl > T(0.5) ? fl + T(1) : fl;
+  const T res = div == 0 ? __builtin_copysign(T(0), a / b) : rounded;
+  return b == 0 ? a / b : res;
 }
 template <typename T> static inline T brrr_remainder(T a, T b) {
   T mod = brrr_fmod(a, b);
