@@ -38,7 +38,7 @@ FUSION_DECOMPOSITIONS = [
     aten.logit_backward, aten.masked_fill, aten.nan_to_num, aten.xlogy, aten.square,
     aten.relu6, aten.celu, aten.selu, aten.rsub, aten.log_sigmoid_forward,
     aten.log_sigmoid_backward, aten.mse_loss, aten.mse_loss_backward, aten.huber_loss,
-    aten.smooth_l1_loss, aten.sgn, aten.deg2rad, aten.rad2deg, aten.sinc, aten.hypot,
+    aten.smooth_l1_loss, aten.sgn, aten.deg2rad, aten.rad2deg, aten.sinc,
     aten.logaddexp, aten.logaddexp2, aten.fill, aten.zero, aten.clamp_min, aten.clamp_max,
     aten.softshrink, aten.hardshrink, aten.lerp_,
     # norms, softmax and losses become reductions + pointwise ops, fused by brrr

@@ -91,7 +91,7 @@ _pw([aten.copysign.Tensor, aten.copysign.Scalar], "copysign", accepts=_float_out
 # --- pointwise: transcendental ----------------------------------------------------------
 _same_name("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
            "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf",
-           "erfc", "sigmoid", "sqrt", "rsqrt", "atan2")
+           "erfc", "sigmoid", "sqrt", "rsqrt", "atan2", "hypot")
 _pw([aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar], "pow",
     accepts=_float_out)
 

@@ -204,6 +204,7 @@ _libm("erf", triton="tl.erf({0})", cpp=Form("brrr_erff({0})", double="brrr_libm_
 _libm("erfc")
 _libm("pow", 2, transcendentals=2)
 _libm("atan2", 2, transcendentals=2)
+_libm("hypot", 2, transcendentals=2)
 _row("sigmoid", 1, torch.sigmoid,
      Form("(({ct})1 / (({ct})1 + brrr_expf(-{0})))", double="(({ct})1 / (({ct})1 + brrr_libm_exp(-{0})))"),
      "1.0 / (1.0 + tl.exp(-{0}))", flops=DIV, transcendentals=1, nonnegative=True,

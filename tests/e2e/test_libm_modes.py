@@ -11,7 +11,8 @@ from brrr_compiler.scalar_ops import ROUNDED
 from tests.helpers import check_against_eager
 
 FUNCTIONS = {"cos": torch.cos, "log": torch.log, "erf": torch.erf, "tanh": torch.tanh,
-             "atan2": lambda x: torch.atan2(x, x.flip(0))}
+             "atan2": lambda x: torch.atan2(x, x.flip(0)),
+             "hypot": lambda x: torch.hypot(x, x.flip(0))}
 
 
 def _input(name):
@@ -44,3 +45,15 @@ def test_a_rounded_call_prints_the_double_function():
     assert "((float)brrr_libm_cos((double)v0))" in line, line
     plain = cpp.stmt_line(Stmt("v1", torch.float32, "cos", ("v0",)), {"v0": torch.float32})
     assert "brrr_libm_cosf(v0)" in plain, plain
+
+
+def test_hypot_fuses_with_its_neighbours_in_every_float_dtype():
+    """hypot is a libm function of two arguments (torch's decomposition left prims.hypot,
+    which ran through ATen between two cast kernels)."""
+    from tests.helpers import plan_of
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        x = _input("cos").to(dtype).requires_grad_()
+        check_against_eager(lambda x: torch.hypot(x * 2, x.flip(0)) + 1, x)
+        plan = plan_of(lambda x: torch.hypot(x * 2, x.flip(0)) + 1, x.detach())
+        fused = [n.target for g in plan.groups for n in g.nodes]
+        assert len(plan.groups) == 1 and torch.ops.aten.hypot.default in fused, str(plan)
