@@ -7,7 +7,9 @@ memory idles during the second walk and the core during the first. Folding both 
 walk, chunk by chunk (max of the chunk, then its exps while the chunk is in L1), keeps
 the hardware prefetcher streaming while the exps run; when a chunk raises the running
 max, the sum so far is rescaled by exp(old max - new max) (in double, once per such
-chunk). On a cross_entropy over 1 GB of logits the single walk takes about as long as
+chunk, and not while the sum is still 0: a row's first chunk, or a whole short row, would
+call exp for nothing, a scalar call that cost a log_softmax over rows of 10 a sixth of
+its time). On a cross_entropy over 1 GB of logits the single walk takes about as long as
 a walk that only reads the rows: the exps hide under the memory traffic
 (benchmarks/results/notes.md, "One walk for max and sum of exps").
 
@@ -38,7 +40,8 @@ def online_walk(printer, pair: OnlinePair, indent: str) -> list[str]:
     lines += head + acc.decls(mx, body, "c_", "cn_", "ci_", lanes=True)
     lines += printer.chunk(pair.first, [mx], body, inner, m, fold=False)
     lines += [f"{body}nan_{mx.out} |= cn_{mx.out};", f"{body}if (c_{mx.out} > acc_{mx.out}) {{",
-              f"{body}  acc_{sm.out} *= ({st})brrr_libm_exp((double)acc_{mx.out} - (double)c_{mx.out});",
+              f"{body}  if (acc_{sm.out} != 0)   // nothing to rescale yet (a row's first chunk)",
+              f"{body}    acc_{sm.out} *= ({st})brrr_libm_exp((double)acc_{mx.out} - (double)c_{mx.out});",
               f"{body}  acc_{mx.out} = c_{mx.out};", f"{body}}}",
               f"{body}if (acc_{mx.out} != -({ct})__builtin_inf()) {{   // all -inf so far: adds 0",
               f"{body}  const {ct} {mx.out} = acc_{mx.out};"]

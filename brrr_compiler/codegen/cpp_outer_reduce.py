@@ -166,10 +166,12 @@ class OuterReductionPrinter(ReductionPrinter):
                     at = self.acc.total_ctype(s) or ct
                     init = init_value(s.value, at, s.dtype)
                     bt = self.acc.total_ctype(s, lanes=True) or ct   # a block's partial
+                    # only the tile's bn columns: every loop stops there
                     lines += [f"{indent}{at} acc_{s.out}[{t}];", f"{indent}{bt} c_{s.out}[{t}];",
-                              f"{indent}for (int64_t b = 0; b < {t}; ++b) acc_{s.out}[b] = {init};"]
+                              f"{indent}for (int64_t b = 0; b < bn; ++b) acc_{s.out}[b] = {init};"]
                     if s.value in ("max", "min"):
-                        lines += [f"{indent}int nan_{s.out}[{t}] = {{0}}, cn_{s.out}[{t}];"]
+                        lines += [f"{indent}int nan_{s.out}[{t}], cn_{s.out}[{t}];",
+                                  f"{indent}for (int64_t b = 0; b < bn; ++b) nan_{s.out}[b] = 0;"]
         return lines
 
     def loops(self) -> list[str]:

@@ -147,7 +147,9 @@ def _column_tile(k: Kernel, num_threads: int) -> int:
     while (tile > COLUMN_TILE and tile > budget) or \
             (tile > MIN_COLUMN_TILE and nrows * -(-int(last) // tile) < num_threads):
         tile //= 2
-    return tile
+    # no wider than the columns there are: a max over the middle dim of (40000, 5, 5)
+    # kept 2048-wide tile arrays for 5 columns
+    return max(1, min(tile, int(last)))
 
 
 def _array_count(k: Kernel) -> int:
