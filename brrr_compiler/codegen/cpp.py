@@ -26,6 +26,7 @@ from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_replicate import replicated_loops
+from brrr_compiler.codegen.cpp_half import staged_halves, staged_loop
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_tiled import tiled_loops
 from brrr_compiler.codegen.cpp_unswitch import condition_lines, copies
@@ -278,6 +279,11 @@ def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str]) ->
             dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}
             lines += chunked_loop(piece.body, stream, v, start, end,
                                   lambda s: stmt_line(s, dtypes), cexpr, "    ")
+            continue
+        if any(staged_halves(piece, piece.body)):      # float16 through F16C: cpp_half.py
+            dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}
+            lines += staged_loop(piece, piece.body, start, end, lambda s: stmt_line(s, dtypes),
+                                 cexpr, "    ")
             continue
         lines += ["    #pragma omp simd", f"    for (int64_t {v} = {start}; {v} < {end}; ++{v}) {{"]
         lines += _body_lines(piece, "      ", known) + ["    }"]

@@ -76,3 +76,52 @@ static inline uint16_t brrr_f16_bits(float f) {
   o = u >= 0x47800000u ? t - 0x38000u : o;
   return (uint16_t)(o | ((brrr_f32_as_u32(f) >> 16) & 0x8000u));
 }
+
+// float16 loads and stores of pointwise loops, a chunk at a time (codegen/cpp_half.py has
+// the note): n values converted between float16 bits and a local float array by the
+// target's conversion instructions (AVX-512, F16C; vcvtps2ph rounds to nearest even), the
+// integer conversions above for what is left.
+typedef short brrr_v16h __attribute__((vector_size(32)));
+typedef short brrr_v8h __attribute__((vector_size(16)));
+static inline void brrr_f16_load(float* __restrict dst, const uint16_t* __restrict src,
+                                 int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    brrr_v16h h;
+    memcpy(&h, src + i, sizeof h);
+    const brrr_v16f f = __builtin_ia32_vcvtph2ps512_mask(h, brrr_v16f{}, (unsigned short)0xFFFF, 4);
+    memcpy(dst + i, &f, sizeof f);
+  }
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    brrr_v8h h;
+    memcpy(&h, src + i, sizeof h);
+    const brrr_v8f f = __builtin_ia32_vcvtph2ps256(h);
+    memcpy(dst + i, &f, sizeof f);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = brrr_f16_to_f32(src[i]);
+}
+static inline void brrr_f16_store(uint16_t* __restrict dst, const float* __restrict src,
+                                  int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    brrr_v16f f;
+    memcpy(&f, src + i, sizeof f);
+    const brrr_v16h h = __builtin_ia32_vcvtps2ph512_mask(f, 0, brrr_v16h{}, (unsigned short)0xFFFF);
+    memcpy(dst + i, &h, sizeof h);
+  }
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    brrr_v8f f;
+    memcpy(&f, src + i, sizeof f);
+    const brrr_v8h h = __builtin_ia32_vcvtps2ph256(f, 0);
+    memcpy(dst + i, &h, sizeof h);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = brrr_f16_bits(brrr_round_f16(src[i]));
+}

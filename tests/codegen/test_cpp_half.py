@@ -1,0 +1,60 @@
+"""codegen/cpp_half.py: float16 loads and stores of pointwise loops convert through the
+prelude's brrr_f16_load / brrr_f16_store (F16C or AVX-512 where the target has them): a
+bare cast converts straight from input to output, other loops stage chunks in local float
+arrays. Values bit for bit against eager on odd sizes, tails and strided inputs."""
+import pytest
+import torch
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.lower.group import lower_group
+from tests.e2e.test_f16_bits import ALL_HALVES, _assert_same_bits, _compiled, _float_sweep
+from tests.helpers import plan_of
+
+F16 = torch.float16
+
+
+def _source(fn, *args) -> str:
+    plan = plan_of(fn, *args)
+    g = plan.groups[0]
+    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+
+
+def test_a_bare_cast_converts_straight_from_input_to_output():
+    x = torch.randn(5000)
+    for fn, helper in [(lambda t: t.half(), "brrr_f16_store(&out0["),
+                       (lambda t: t.half().float() + 0, None)]:
+        src = _source(fn, x)
+        assert (helper in src) if helper else "float hs" not in src, src
+    src = _source(lambda t: t.float(), x.half())
+    assert "brrr_f16_load(&out0[" in src and "#pragma omp simd" not in src, src
+
+
+def test_arithmetic_stages_its_loads_and_stores_in_chunks():
+    x, y = torch.randn(5000).half(), torch.randn(5000).half()
+    src = _source(lambda a, b: a * 2 + b, x, y)
+    assert src.count("brrr_f16_load(hl") == 2 and "brrr_f16_store(&out0[c0], hs" in src, src
+    assert "brrr_f16_to_f32(" not in src, src
+
+
+def test_a_gathered_load_keeps_the_integer_conversion():
+    w, i = torch.randn(300, 16).half(), torch.randint(0, 16, (300, 5))
+    src = _source(lambda w, i: torch.gather(w, 1, i) * 2, w, i)
+    assert "brrr_f16_to_f32(" in src, src
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 15, 16, 17, 255, 256, 257, 1000, 8193])
+def test_odd_lengths_and_tails_keep_eagers_bits(n):
+    h = ALL_HALVES[torch.randperm(len(ALL_HALVES), generator=torch.Generator().manual_seed(n))[:n]]
+    f = _float_sweep()[:n]
+    # (ops whose float32 result rounds once as eager's does: brrr's default keeps
+    # intermediates in float32, tests/e2e/test_f16_bits.py rounds each op)
+    for fn, arg in [(lambda t: t * 2 + 1, h), (lambda t: t.float(), h), (lambda t: t.half(), f),
+                    (lambda t: (t * 0.5).half(), f)]:
+        _assert_same_bits(_compiled(fn, arg), fn(arg))
+
+
+def test_strided_and_transposed_halves_keep_eagers_bits():
+    h = ALL_HALVES[:4096].reshape(64, 64)
+    for arg in (h.t(), h[:, ::2], h[::3]):
+        for fn in (lambda t: t * 2 + 1, lambda t: t.float(), lambda t: t.abs().half()):
+            _assert_same_bits(_compiled(fn, arg), fn(arg))
