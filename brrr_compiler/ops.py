@@ -77,7 +77,8 @@ _pw([aten.mul.Tensor, aten.mul.Scalar], "mul")
 # integer division by zero traps in C++ where ATen raises: integer division stays in ATen
 _pw([aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode],
     "div", DIV, _float_out)
-_same_name("neg", "abs", "maximum", "minimum", "floor", "ceil", "trunc", "round", "frac")
+_same_name("neg", "abs", "maximum", "minimum", "fmax", "fmin", "floor", "ceil", "trunc",
+           "round", "frac")
 _same_name("reciprocal", accepts=_float_out)
 _pw([aten.clamp.default, aten.clamp.Tensor], "clamp", 2 * ADD)
 _pw([aten.clamp_min.default, aten.clamp_min.Tensor], "clamp_min", ADD)

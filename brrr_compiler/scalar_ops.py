@@ -232,6 +232,11 @@ _row("maximum", 2, torch.maximum, "brrr_maximum({0}, {1})",
      "tl.where(({0} != {0}) | ({0} >= {1}), {0}, {1})")
 _row("minimum", 2, torch.minimum, "brrr_minimum({0}, {1})",
      "tl.where(({0} != {0}) | ({0} <= {1}), {0}, {1})")
+# NaN only where both are: fmax/fmin take the other side of a NaN
+_row("fmax", 2, torch.fmax, "brrr_fmax({0}, {1})",
+     "tl.where({1} != {1}, {0}, tl.where(({0} != {0}) | ({0} < {1}), {1}, {0}))")
+_row("fmin", 2, torch.fmin, "brrr_fmin({0}, {1})",
+     "tl.where({1} != {1}, {0}, tl.where(({0} != {0}) | ({1} < {0}), {1}, {0}))")
 _row("sign", 1, torch.sign, "brrr_sign({0})", "({0} > 0).to({reg}) - ({0} < 0).to({reg})",
      flops=2 * ADD)
 # an integer is its own floor (a float round trip would lose int64's low bits)

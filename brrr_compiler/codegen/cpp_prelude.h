@@ -374,6 +374,17 @@ template <typename T> static inline T brrr_minimum(T a, T b) { return b < a ? b 
   }
 BRRR_FLOAT_MINMAX(float)
 BRRR_FLOAT_MINMAX(double)
+// fmax/fmin: the other side of a NaN (NaN only where both are), flat selects as above
+template <typename T> static inline T brrr_fmax(T a, T b) {
+  const T m = a < b ? b : a;
+  const T r = a != a ? b : m;
+  return b != b ? a : r;
+}
+template <typename T> static inline T brrr_fmin(T a, T b) {
+  const T m = b < a ? b : a;
+  const T r = a != a ? b : m;
+  return b != b ? a : r;
+}
 template <typename T> static inline T brrr_sign(T x) { return (T)((T(0) < x) - (x < T(0))); }
 template <typename T> static inline T brrr_abs(T x) { return x < T(0) ? -x : x; }
 static inline float brrr_abs(float x) { return __builtin_fabsf(x); }

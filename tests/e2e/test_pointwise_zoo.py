@@ -230,12 +230,14 @@ SPECIAL = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1.0, -1.0, 0.5]
 SPECIAL_OPS = {
     "maximum": lambda x, y: torch.maximum(x, y),
     "minimum": lambda x, y: torch.minimum(x, y),
+    "fmax": lambda x, y: torch.fmax(x, y) * 2,
+    "fmin": lambda x, y: torch.fmin(x, y) - x,
     "clamp": lambda x, y: x.clamp(-0.0, 0.75) + y.clamp(min=0.0),
     "where": lambda x, y: torch.where(x > y, x, y) * torch.where(x <= y, y, -x),
     "relu": lambda x, y: torch.relu(x) - torch.relu(-y),
 }
 # eager's own max/min of -0.0 and 0.0 differs between its vectorized and scalar loops
-ZERO_TIE_SIGN_UNSPECIFIED = ("maximum", "minimum")
+ZERO_TIE_SIGN_UNSPECIFIED = ("maximum", "minimum", "fmax", "fmin")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16],
