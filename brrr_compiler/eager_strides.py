@@ -35,13 +35,39 @@ def follow_eager(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     if mode is None:
         return gm
     changed: set = set()
+    traced = {n: n.meta.get("val") for n in nodes}
     with mode:
         for n in nodes:
             if any(a in changed for a in n.all_input_nodes) and _retrace(n):
                 changed.add(n)
             if _restride(n):
                 changed.add(n)
+            if n in changed and _keeps_its_trace(n, traced[n]):
+                changed.discard(n)
     return gm
+
+
+# views whose meaning depends on their input's strides
+_STRIDED_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+                  torch.ops.aten.as_strided.default)
+
+
+def _keeps_its_trace(n: torch.fx.Node, traced) -> bool:
+    """A pointwise value read by a view that its strides decide (`view`, `as_strided`) keeps
+    the strides it was traced with: Dynamo traced `fmax(a, b).reshape(-1)` as a view of a
+    contiguous result, where eager's layout is transposed and its reshape copies; with
+    eager's strides the view failed and the graph ran through ATen (maximum, atan2 and
+    any pointwise op alike). The kernel writes any layout, so it writes that one. Returns
+    True when `n` was given its traced value back."""
+    val = n.meta.get("val")
+    if not any(u.target in _STRIDED_VIEWS for u in n.users) or \
+            not isinstance(traced, torch.Tensor) or not isinstance(val, torch.Tensor) or \
+            not isinstance(n.target, torch._ops.OpOverload) or \
+            ops.info(n.target).kind is not ops.Kind.POINTWISE or \
+            traced.shape != val.shape or traced.dtype != val.dtype:
+        return False
+    n.meta["val"] = traced
+    return True
 
 
 def operands(target, args: tuple, kwargs: dict) -> tuple[list, list] | None:

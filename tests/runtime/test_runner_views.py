@@ -1,5 +1,6 @@
 """The runner builds static views as one reinterpretation of the root of their chain
 (runtime/reinterpret.py) instead of one ATen call per link; results match eager."""
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import FileCheck, assert_close
@@ -83,19 +84,36 @@ def test_kernel_reads_views_of_a_matmul_through_its_root():
     FileCheck().check("mm = torch.mm(").check("_mul_add(mm, mm,").run(code)
 
 
-def test_a_view_of_an_aten_result_whose_real_strides_differ_from_its_fake():
-    """fmax runs through ATen; here its FakeTensor is contiguous where eager's output is
-    transposed (torch's reference and TensorIterator break a size-1 dim's tie apart), so
-    the reshape was traced as a view. The checking runner copies the result into the
-    layout the view was built for before reinterpreting it."""
-    def f(a, b):
-        return torch.fmax(a, b).reshape(-1)
-
+def _tied_operands():
+    """Operands whose elementwise result FakeTensor lays out contiguous and eager's
+    TensorIterator transposed (the two break a size-1 dim's stride tie apart)."""
     a = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
     b = torch.empty_strided((1, 1, 4), (1, 4, 1)).copy_(torch.randn(1, 1, 4))
+    return a, b
+
+
+def test_a_view_of_an_aten_result_whose_real_strides_differ_from_its_fake():
+    """nextafter runs through ATen; its FakeTensor is contiguous where eager's output is
+    transposed, so the reshape was traced as a view. The checking runner copies the
+    result into the layout the view was built for before reinterpreting it."""
+    a, b = _tied_operands()
     meta = [torch.empty_strided(t.shape, t.stride(), device="meta") for t in (a, b)]
-    assert torch.fmax(*meta).stride() != torch.fmax(a, b).stride(), "the test would not tell"
-    check_against_eager(f, a, b, grad=False, allow_fallback=True, strict=True)
+    assert torch.nextafter(*meta).stride() != torch.nextafter(a, b).stride(), \
+        "the test would not tell"
+    check_against_eager(lambda a, b: torch.nextafter(a, b).reshape(-1), a, b, grad=False,
+                        allow_fallback=True, strict=True)
+
+
+@pytest.mark.parametrize("op", [torch.maximum, torch.fmax, torch.atan2, torch.hypot,
+                                lambda a, b: (a * b).neg()])
+def test_a_view_of_a_kernel_result_whose_eager_strides_differ_from_its_trace(op):
+    """The same reshape of an op brrr fuses: the kernel writes the layout the view was
+    traced with (eager_strides.py `_keeps_its_trace`); with eager's, the view failed and
+    the whole graph ran through ATen."""
+    a, b = _tied_operands()
+    graphs = check_against_eager(lambda a, b: op(a, b).reshape(-1) * 2, a, b, grad=False,
+                                 strict=True)
+    assert any(g.kernels for g in graphs)
 
 
 def test_views_of_a_linear_layer_with_its_activation_are_reinterpreted():
