@@ -3,8 +3,8 @@
 Note on the mark. Values of a half-precision tensor live in registers as float: a load
 widens, the op computes in float (op math), and a cast back rounds (scalar_rules.py,
 group.py `_held`). Rounding a value the target type represents exactly changes nothing,
-and for some ops that is always the case: abs, neg, a max or min, a select, floor, ceil,
-trunc and round of values the type holds (an exact load, an earlier rounding, a constant
+and for some ops that is always the case: abs, neg, copysign, sign, a max or min (fmax,
+fmin too), a select, floor, ceil, trunc and round of values the type holds (an exact load, an earlier rounding, a constant
 it represents) are values it holds too. Their rounding costs a bfloat16 loop 7 vector
 ops per 16 elements, and a float16 loop more, where the op itself costs one:
 `x.abs()` over 2M bfloat16 values ran 2.5x eager's time. The cast's statement carries
@@ -33,8 +33,8 @@ from brrr_compiler.scalar_ops import EXACT
 HALVES = (torch.float16, torch.bfloat16)
 # ops whose result is one of their float operands, or an integer-valued rounding of one:
 # a type that holds the operands holds the result
-_KEEPS = frozenset({"abs", "neg", "maximum", "minimum", "where", "floor", "ceil", "trunc",
-                    "round"})
+_KEEPS = frozenset({"abs", "neg", "maximum", "minimum", "fmax", "fmin", "where", "floor",
+                    "ceil", "trunc", "round", "copysign", "sign"})
 
 
 def mark_exact_casts(k: Kernel) -> Kernel:

@@ -23,6 +23,9 @@ KEEPING = {
     "trunc": lambda x, y: x.trunc(),
     "round": lambda x, y: x.round(),
     "relu": lambda x, y: torch.relu(x),
+    "copysign": lambda x, y: torch.copysign(x, y),
+    "sign": lambda x, y: torch.sign(x),
+    # (not fmax: eager's bfloat16 fmax of a subnormal and a NaN gives NaN, not the number)
 }
 
 
