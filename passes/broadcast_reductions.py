@@ -20,12 +20,11 @@ does: `minimum(x.amax(2), y.t())` of an expanded x came out transposed, eager's
 contiguous, fuzz seed 70981), and the clone costs nothing inside the kernel that reads
 it. The result is the same values: each copy is reduced by the same loop.
 """
-import contextlib
-
 import torch
 from torch.fx import GraphModule
 
 from ._dims import REDUCTIONS, copies_reduce, reduced_dims
+from ._fake import fake_call as _call, static_reduction
 
 aten = torch.ops.aten
 
@@ -53,14 +52,10 @@ def broadcast_reductions(gm: GraphModule) -> GraphModule:
 
 def _plan(node) -> tuple[list[int], list[int]] | None:
     """(the dims to read one copy of, the reduction's shape), or None to leave it."""
-    if node.op != "call_function" or node.target not in REDUCTIONS:
+    vals = static_reduction(node, REDUCTIONS)
+    if vals is None or not vals[1].is_contiguous():
         return None
-    x, out = node.args[0], node.meta.get("val")
-    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-    if not isinstance(val, torch.Tensor) or not isinstance(out, torch.Tensor) \
-            or val.layout != torch.strided or not _static(val) or not _static(out) \
-            or val.numel() == 0 or not out.is_contiguous():
-        return None
+    val, out = vals
     reduced = reduced_dims(node, val.dim())
     if reduced is None:
         return None
@@ -68,17 +63,3 @@ def _plan(node) -> tuple[list[int], list[int]] | None:
     dims = [d for d in range(val.dim()) if val.shape[d] > 1 and val.stride(d) == 0
             and (d not in reduced or one_copy)]
     return (dims, list(out.shape)) if dims else None
-
-
-def _static(val) -> bool:
-    return all(isinstance(s, int) for s in (*val.shape, *val.stride()))
-
-
-def _call(gm: GraphModule, target, args, kwargs=None):
-    """A node for `target(*args)` with its FakeTensor, computed in the graph's fake mode."""
-    node = gm.graph.call_function(target, args, kwargs or {})
-    fake = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
-    mode = torch._guards.detect_fake_mode(fake)
-    with mode if mode is not None else contextlib.nullcontext():
-        node.meta["val"] = target(*fake, **(kwargs or {}))
-    return node
