@@ -163,7 +163,15 @@ def parse_args(argv=None):
                         "region for a scheduler period")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: add and sum in float32, one pattern, 1 round")
+    p.add_argument("--jsonl", default="",
+                   help="append each case to this file as it is measured (one JSON line), "
+                        "so that a run killed midway (out of memory) keeps its rows")
+    p.add_argument("--resume", action="store_true",
+                   help="with --jsonl: skip the cases it holds; a case begun and never "
+                        "finished (the process died in it) is reported as such, not rerun")
     args = p.parse_args(argv)
+    if args.resume and not args.jsonl:
+        p.error("--resume needs --jsonl")
     if args.quick:
         args.ops, args.dtypes, args.pattern_seeds, args.rounds = "add,sum", "float32", "0:1", 1
     args.results_dir = reporting.results_dir(args.results_dir, args.quick)
@@ -179,22 +187,73 @@ def main(argv=None) -> None:
     torch._dynamo.config.suppress_errors = False
     ops = h.ops_by_key(h.load_op_db())
     keys = [k for k in args.ops.split(",") if k] or sorted(ops)
-    start, rows = time.perf_counter(), []
+    log = RowLog(args.jsonl, args.resume)
+    start = time.perf_counter()
     for key in keys:
         if any(word in key for word in UNCHECKABLE) or key in h.UNDEFINED_OUTPUT:
             continue
         for name in args.dtypes.split(","):
             dtype = getattr(torch, name)
-            if dtype in ops[key].supported_dtypes("cpu"):
-                rows += _logged(op_cases(ops[key], dtype, args), start)
-    if args.pattern_seeds:
-        rows += _logged(pattern_cases(args), start)
+            if dtype in ops[key].supported_dtypes("cpu") and log.begin(key, name):
+                log.add(_logged(op_cases(ops[key], dtype, args), start), key, name)
+    if args.pattern_seeds and log.begin("patterns", args.pattern_seeds):
+        log.add(_logged(pattern_cases(args), start), "patterns", args.pattern_seeds)
+    rows = log.rows
     directory = Path(args.results_dir)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / Path(args.out).with_suffix(".json").name).write_text(
         json.dumps({"rows": rows}, indent=1))
     reporting.publish(args.out, render(rows, {"min bytes per case": f"{args.min_bytes:.3g}"}),
                     directory)
+
+
+class RowLog:
+    """The rows measured so far, appended to `path` (if given) case by case: a line
+    {"begin": [case, dtype]} before a case runs, then its rows. With `resume`, the rows
+    already there are kept and their cases skipped; a case begun without rows after it
+    (the process died in it: an enlarged sample out of memory) gets one row saying so."""
+
+    def __init__(self, path: str, resume: bool):
+        self.path, self.rows, self.done = path, [], set()
+        lines = Path(path).read_text().splitlines() if resume and Path(path).exists() else []
+        begun = None
+        for line in map(json.loads, lines):
+            if "begin" in line:
+                if begun is not None:
+                    self.rows.append(_died(*begun))
+                begun = tuple(line["begin"])
+                self.done.add(begun)
+            elif "end" in line:
+                begun = None
+            else:
+                self.rows.append(line)
+        if begun is not None:
+            self.rows.append(_died(*begun))
+        if path and not resume:
+            Path(path).write_text("")
+
+    def begin(self, case: str, dtype: str) -> bool:
+        """Whether to run the case (not done before); marks it begun."""
+        if (case, dtype) in self.done:
+            return False
+        self._write({"begin": [case, dtype]})
+        return True
+
+    def add(self, rows: list[dict], case: str, dtype: str) -> None:
+        self.rows += rows
+        for r in rows:
+            self._write(r)
+        self._write({"end": [case, dtype]})
+
+    def _write(self, line: dict) -> None:
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(line) + "\n")
+
+
+def _died(case: str, dtype: str) -> dict:
+    return {"case": case, "dtype": dtype, "sample": -1, "desc": "",
+            "status": "no result: the process died in this case (out of memory?)"}
 
 
 def _logged(rows: list[dict], start: float) -> list[dict]:

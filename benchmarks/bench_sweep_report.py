@@ -23,10 +23,15 @@ def summary(rows: list[dict]) -> str:
                       "brrr vs eager (geomean)": _geo(timed),
                       f"> {SLOWER:.2f}x eager's time": sum(map(slower_than_eager, timed)),
                       "no kernel": sum(r["status"] == "no kernel" for r in mine),
+                      "not measured (process died)": sum(map(_died, mine)),
                       "brrr failed or disagreed": sum(r["status"] not in ("ok", "no kernel")
-                                                  for r in mine)})
+                                                  and not _died(r) for r in mine)})
     columns = list(table[0]) if table else ["dtype"]
     return reporting.markdown_table(table, columns)
+
+
+def _died(row: dict) -> bool:
+    return row["status"].startswith("no result")   # bench_sweep.RowLog
 
 
 def _kind(row: dict) -> str:
@@ -50,8 +55,12 @@ def render(rows: list[dict], facts: dict) -> str:
     slow = sorted((r for r in timed if slower_than_eager(r)),
                   key=lambda r: r["times"]["eager"] / r["times"]["brrr"])
     failed = [f"- {r['case']} {r['dtype']} (sample {r['sample']}): {r['status']}"
-              for r in rows if r["status"] not in ("ok", "no kernel")]
+              for r in rows if r["status"] not in ("ok", "no kernel") and not _died(r)]
+    died = [f"- {r['case']} {r['dtype']}" for r in rows if _died(r)]
     notes = [f"## Slower than eager ({len(slow)})", "\n".join(map(_slow_line, slow)) or "None.",
              "## brrr failed or disagreed with eager", "\n".join(failed) or "None."]
+    if died:
+        notes += ["## Not measured: the process died in these cases (out of memory?)",
+                  "\n".join(died)]
     return reporting.report("Never slower than eager: op_db ops and generated patterns",
                           facts, summary(rows), notes)
