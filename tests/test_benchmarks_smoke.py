@@ -347,17 +347,3 @@ def test_vector_audit_reports_the_loops_gcc_left_scalar(tmp_path):
     assert "seed 6 l2: 0 scalar loop(s)" in proc.stderr
     assert out.read_text().startswith("# Scalar `omp simd` loops in generated patterns")
 
-
-def test_sweep_row_log_resumes_and_reports_a_case_the_process_died_in(tmp_path):
-    RowLog = _bench_module("bench_sweep").RowLog
-    path = tmp_path / "sweep.jsonl"
-    log = RowLog(str(path), resume=False)
-    assert log.begin("add", "float32")
-    log.add([{"case": "add", "dtype": "float32", "sample": 0, "desc": "", "status": "ok"}],
-            "add", "float32")
-    assert log.begin("conv1d", "float32")          # and the process dies here
-    resumed = RowLog(str(path), resume=True)
-    assert not resumed.begin("add", "float32") and not resumed.begin("conv1d", "float32")
-    assert [(r["case"], r["status"][:9]) for r in resumed.rows] == \
-        [("add", "ok"), ("conv1d", "no result")]
-    assert resumed.begin("mul", "float32")
