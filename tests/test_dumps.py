@@ -167,3 +167,15 @@ def test_a_graph_with_a_constant_and_a_mask_reruns(tmp_path):
     assert "self._tensor_constant0 = torch.tensor([1.0, 2.0, 3.0]" in path.read_text()
     proc = _rerun(path, "--rounds", "0")
     assert proc.returncode == 0 and f"{graph.name}: match:" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_graph_that_updates_its_input_in_place_reruns(tmp_path):
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(6, 5, generator=gen), torch.randn(6, 5, generator=gen)
+    (graph,) = check_against_eager(lambda x, y: x.mul_(y).add_(1), x, y, grad=False,
+                                   options={"debug_dir": str(tmp_path),
+                                            "cache_dir": str(tmp_path / "cache")})
+    assert "aten.copy_" not in graph.runner_code          # stored in place (inplace.py)
+    (path,) = tmp_path.glob(f"run_*/{graph.name}/{graph.name}.py")
+    proc = _rerun(path, "--rounds", "0")
+    assert proc.returncode == 0 and f"{graph.name}: match:" in proc.stdout, proc.stdout + proc.stderr

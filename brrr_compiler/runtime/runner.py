@@ -20,6 +20,7 @@ import torch.fx
 from torch.autograd import profiler as autograd_profiler
 
 from brrr_compiler.log import fallback
+from brrr_compiler.runtime import inplace
 from brrr_compiler.runtime.fast_aten import fast_target
 from brrr_compiler.runtime.meta_check import checker, first_call_checked, spec_of
 from brrr_compiler.runtime.profiling import ProfiledRunner
@@ -59,16 +60,19 @@ def _static_specs(specs):
         return None
 
 
-def make_call(kernel: CompiledKernel, offsets=()):
+def make_call(kernel: CompiledKernel, offsets=(), into=()):
     """A Python function running one kernel: inputs (then sizes) in, new outputs out.
     `offsets`: bytes to add to each input's data pointer (an input passed as the tensor
-    it is a view of; see _kernel_call)."""
+    it is a view of; see _kernel_call). `into`: indices of outputs stored into tensors
+    passed after the inputs instead of new ones (inplace.py; static sizes only)."""
     fn, nin = kernel.fn, len(kernel.input_names)
     empty, device = torch.empty_strided, kernel.device
     ptr = (lambda t: t) if kernel.tensor_args else torch.Tensor.data_ptr
     pointers = _input_pointers(ptr, tuple(offsets))
     static = _static_specs(kernel.out_specs)
-    if static is not None and not kernel.size_vars and len(static) == 1 and not any(offsets):
+    if into:
+        call = inplace.into_call(fn, ptr, pointers, _allocator(device), static, nin, tuple(into))
+    elif static is not None and not kernel.size_vars and len(static) == 1 and not any(offsets):
         call = _one_output_call(fn, ptr, _allocator(device), *static[0])
     elif static is not None and not kernel.size_vars:
         alloc = _allocator(device)
@@ -94,7 +98,7 @@ def make_call(kernel: CompiledKernel, offsets=()):
     call.__name__ = call.__qualname__ = kernel.name
     call.__module__ = "brrr"
     # what the profiled runner and the runnable dump need to know about this call
-    call.brrr_kernel, call.brrr_offsets = kernel, tuple(offsets)
+    call.brrr_kernel, call.brrr_offsets, call.brrr_into = kernel, tuple(offsets), tuple(into)
     return call
 
 
@@ -189,6 +193,7 @@ def build_runner(plan, compiled: dict[int, CompiledKernel],
     by_name = {n.name: n for n in src.nodes}
     groups = {g.id: g for g in plan.groups}
     compiled, dag, grouped = _acyclic(plan, compiled, strict)
+    in_place = inplace.plan(src, groups, compiled, grouped, dag)
     units = nx.lexicographical_topological_sort(dag, key=lambda u: dag.nodes[u]["first"])
     sources = size_sources(src)
     graph, env = torch.fx.Graph(), {}
@@ -200,14 +205,17 @@ def build_runner(plan, compiled: dict[int, CompiledKernel],
     read = _assumed_layouts(plan, compiled, grouped) if check else set()
     expect = checker(found, {n.name: spec_of(n.meta["val"]) for n in read}) if check else None
     for kind, key in units:
-        if kind == "node":
+        if kind == "node" and by_name[key] in in_place:      # stored by its kernel
+            env[by_name[key]] = env[in_place[by_name[key]][0]]
+        elif kind == "node":
             node = by_name[key]
             env[node] = _aten_call(graph, node, env, is_aten)
             if node in read:
                 env[node] = _expect(graph, node, env[node], expect)
         else:
+            into = {j: env[x] for x, gid, j in in_place.values() if gid == key}
             env.update(_kernel_call(graph, env, compiled[key], groups[key].outputs, by_name,
-                                    sources, is_aten))
+                                    sources, is_aten, into))
     _erase_unused_reinterprets(graph)
     # boxed code: forward(self, args) unpacks and clears the list, so each input is
     # freed at its last use instead of living for the whole call (peak memory)
@@ -266,10 +274,11 @@ def guarded_runner(plan, compiled: dict[int, CompiledKernel], every_call: bool =
     return run
 
 
-def _kernel_call(graph, env, kernel, outputs, by_name, sources, is_aten) -> dict:
+def _kernel_call(graph, env, kernel, outputs, by_name, sources, is_aten, into) -> dict:
     """One kernel call; returns {output node: its value}. An input that is a static view
     the runner would build is passed as the root of that view and a byte offset instead:
-    the kernel indexes it with the view's strides already, so the view is never built."""
+    the kernel indexes it with the view's strides already, so the view is never built.
+    `into`: {output index: the runner value it is stored into} (inplace.py)."""
     inputs, offsets = [], []
     for name in kernel.input_names:
         node = by_name[name]
@@ -277,7 +286,8 @@ def _kernel_call(graph, env, kernel, outputs, by_name, sources, is_aten) -> dict
         inputs.append(env[alias[0] if alias else node])
         offsets.append(alias[3] * node.meta["val"].element_size() if alias else 0)
     sizes = tuple(_size_arg(graph, env, sources[s]) for s in kernel.size_vars or [])
-    res = graph.call_function(make_call(kernel, offsets), tuple(inputs) + sizes)
+    res = graph.call_function(make_call(kernel, offsets, tuple(into)),
+                              tuple(inputs) + sizes + tuple(into.values()))
     res.name = kernel.name
     values = {}
     for i, out in enumerate(outputs):

@@ -201,6 +201,8 @@ def _bind_source(calls: dict) -> str:
             args.append(f"n_sizes={len(k.size_vars)}")
         if k.take_error is not None:
             args.append("checks=True")
+        if getattr(call, "brrr_into", ()):
+            args.append(f"into={call.brrr_into!r}")
         maker = "triton_call" if k.tensor_args else "kernel_call"
         lines.append(f"        {global_name!r}: {maker}(kernels, {', '.join(args)}),")
     return "\n".join(lines + ["    }"])

@@ -71,10 +71,11 @@ def build(source: str, command: list[str], folder: str) -> ctypes.CDLL:
 
 
 def kernel_call(lib, symbol: str, n_inputs: int, outs, offsets=(), n_sizes: int = 0,
-                checks: bool = False):
+                checks: bool = False, into=()):
     """A Python function running kernel `symbol` as brrr's runner does: `n_inputs`
     tensors (their data pointers `offsets` bytes further on) and `n_sizes` sizes in, new
-    outputs out, allocated as `outs(*sizes)` says: [(shape, stride, dtype)]."""
+    outputs out, allocated as `outs(*sizes)` says: [(shape, stride, dtype)]; the outputs
+    `into` are instead the tensors passed last (a mutated input stored in place)."""
     fn = getattr(lib, symbol)
     n_outs = len(outs(*[1] * n_sizes))
     fn.argtypes = [ctypes.c_void_p] * (n_inputs + n_outs) + [ctypes.c_int64] * n_sizes
@@ -82,8 +83,10 @@ def kernel_call(lib, symbol: str, n_inputs: int, outs, offsets=(), n_sizes: int 
     offsets = offsets or (0,) * n_inputs
 
     def call(*args):
-        inputs, sizes = args[:n_inputs], [int(s) for s in args[n_inputs:]]
-        out = [torch.empty_strided(sh, st, dtype=dt) for sh, st, dt in outs(*sizes)]
+        inputs, rest = args[:n_inputs], args[n_inputs:]
+        sizes, given = [int(s) for s in rest[:n_sizes]], dict(zip(into, rest[n_sizes:]))
+        out = [given[j] if j in given else torch.empty_strided(sh, st, dtype=dt)
+               for j, (sh, st, dt) in enumerate(outs(*sizes))]
         fn(*[t.data_ptr() + off for t, off in zip(inputs, offsets)],
            *[o.data_ptr() for o in out], *sizes)
         if checks and lib.brrr_take_error():

@@ -72,7 +72,7 @@ def natively_callable(k) -> bool:
 def _static_kernel(node) -> bool:
     call = node.target if node.op == "call_function" else None
     k = getattr(call, "brrr_kernel", None)
-    return k is not None and natively_callable(k) \
+    return k is not None and natively_callable(k) and not getattr(call, "brrr_into", ()) \
         and all(isinstance(a, torch.fx.Node) for a in node.args)
 
 
