@@ -257,9 +257,19 @@ def scalar_cost(op: str, reduce: bool = False) -> float:
     raise KeyError(f"brrr: the op table has no cost for {'reduce ' if reduce else ''}{op!r}")
 
 
+# ops keyed by schema name: prims.fma is inductor's, registered when inductor_prims is
+# imported (by Dynamo, which writes addcmul_/addcdiv_ with a value as fma); importing it
+# here would load inductor for every compile
+BY_NAME: dict = {"prims::fma": OpInfo(Kind.POINTWISE, "fma", scalar_ops.row("fma").cost,
+                                      _float_out)}
+
+
 def info(target) -> OpInfo:
     """The OpInfo for an FX node target; unknown targets are FALLBACK."""
-    return TABLE.get(target, FALLBACK_INFO)
+    found = TABLE.get(target)
+    if found is None and isinstance(target, torch._ops.OpOverload):
+        found = BY_NAME.get(target.name())
+    return found if found is not None else FALLBACK_INFO
 
 
 def kind_of(node: torch.fx.Node) -> Kind:

@@ -282,6 +282,18 @@ _row("bitwise_not", 1, torch.bitwise_not, "(~{0})", "~{0}", operands=INTEGRAL)
 _row("where", 3, torch.where, "({0} ? {1} : {2})", "tl.where({0}, {1}, {2})", result=SELECT)
 
 
+def _fma_ref(a, b, c):
+    """a * b + c with the product unrounded (float64 holds a float32 product exactly)."""
+    wide = [torch.as_tensor(v).double() for v in (a, b, c)]
+    return (wide[0] * wide[1] + wide[2]).to(torch.as_tensor(a).dtype)
+
+
+# Dynamo writes addcmul_/addcdiv_ with a value (every Adam step) as inductor's prims.fma:
+# one rounding, as eager's vectorized CPU kernels compute them
+_row("fma", 3, _fma_ref, "brrr_fma({0}, {1}, {2})", "tl.fma({0}, {1}, {2})", flops=ADD,
+     operands=FLOAT)
+
+
 def row(op: str) -> ScalarOp:
     """The row of scalar op `op`; KeyError naming it if the table has none."""
     if op not in TABLE:

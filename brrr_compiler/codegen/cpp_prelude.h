@@ -375,6 +375,9 @@ template <typename T> static inline T brrr_minimum(T a, T b) { return b < a ? b 
 BRRR_FLOAT_MINMAX(float)
 BRRR_FLOAT_MINMAX(double)
 // fmax/fmin: the other side of a NaN (NaN only where both are), flat selects as above
+// prims.fma: one rounding (vfmadd where the target has FMA, libm's fma otherwise)
+static inline float brrr_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline double brrr_fma(double a, double b, double c) { return __builtin_fma(a, b, c); }
 template <typename T> static inline T brrr_fmax(T a, T b) {
   const T m = a < b ? b : a;
   const T r = a != a ? b : m;

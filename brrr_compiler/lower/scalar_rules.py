@@ -209,6 +209,11 @@ def where(c: Ctx) -> V:
     return c.b.emit("where", c.cdt, (cond, x, y))
 
 
+def fma(c: Ctx) -> V:
+    a, b, z = (c.b.cast(c.a[name], c.cdt) for name in ("a", "b", "c"))
+    return c.b.emit("fma", c.cdt, (a, b, z))
+
+
 def clamp(c: Ctx) -> V:
     x = c.b.cast(c.a["self"], c.cdt)
     lo, hi = c.a.get("min"), c.a.get("max")
@@ -292,7 +297,7 @@ def _pow_scalar(c: Ctx, x: V, e) -> V:
 RULES: dict[str, Callable[[Ctx], V]] = {
     "add": add_sub("add"), "sub": add_sub("sub"), "div": div, "bitwise_not": bitwise_not,
     "clamp": clamp, "clamp_min": clamp, "clamp_max": clamp, "relu": relu,
-    "where": where, "copy": copy, "constant": constant, "pow": power,
+    "where": where, "fma": fma, "copy": copy, "constant": constant, "pow": power,
     "logical_and": logical("logical_and"), "logical_or": logical("logical_or"),
     "logical_xor": logical("logical_xor"), "logical_not": logical("logical_not"),
 }

@@ -48,6 +48,20 @@ def test_an_optimizer_like_step():
                      _x(300, 7, seed=3))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_addcmul_and_addcdiv_with_a_value_fuse(dtype):
+    """Dynamo writes them as inductor's prims.fma, which brrr lowers (one rounding)."""
+    def step(p, m, v, g):
+        v.mul_(0.99).addcmul_(g, g, value=0.01)
+        p.addcdiv_(m, v.sqrt().add_(1e-8), value=-1e-3)
+
+    args = [_x(300, 7, dtype=dtype, seed=s) for s in range(4)]
+    args[2] = args[2].abs()
+    graphs = check_against_eager(step, *args, grad=False, strict=True, reference=True)
+    code = _code(graphs)
+    assert "prims.fma" not in code and "aten.copy_" not in code, code
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: x.add_(x.t() * 1.5),                 # reads a transposed view of itself
     lambda x: x.copy_(x.flip(0) * 2),              # the new value reads x elsewhere
