@@ -36,6 +36,10 @@ CHAINS = [
     Chain("div_modes", lambda x, y: torch.div(x * 3, y, rounding_mode="floor")
           + torch.div(x * 3, y, rounding_mode="trunc") * 0.5 + x / y, 2, "nonzero"),
     Chain("pow_scalars", lambda x: x ** 2 + x ** 3 + x ** 0.5 + x ** -1 + x ** 2.5, 1, "pos"),
+    # integer exponents of 4 and more: float32 multiplies them out in float64 (scalar_rules)
+    # (positive terms: a half-precision sum of cancelling powers is eager's rounding noise)
+    Chain("pow_integers", lambda x: x ** 4 + x ** 5 + x ** 6 + (x ** -7).reciprocal()
+          + x ** 13.0, 1, "pos"),
     Chain("pow_tensor", lambda x, y: x ** y + torch.pow(2.0, y) - x ** (y * 0 + 2), 2, "pos"),
     Chain("exp_log", lambda x, y: (x.exp() * y).log() + x.exp2(), 2, "pos"),
     Chain("tanh_erf_sigmoid", lambda x, y: x.tanh() + y.erf() * x.sigmoid(), 2),
@@ -124,7 +128,7 @@ def test_chain_float32(chain):
     assert graphs and any(g.kernels for g in graphs), "no kernel was generated"
 
 
-DTYPE_CHAINS = ["scalar_arith", "pow_scalars", "exp_log", "tanh_erf_sigmoid", "rounding",
+DTYPE_CHAINS = ["scalar_arith", "pow_scalars", "pow_integers", "exp_log", "tanh_erf_sigmoid", "rounding",
                 "maximum_minimum", "where_masked_fill", "gelu_tanh", "silu", "lerp",
                 "cast_roundtrip"]
 
