@@ -62,9 +62,9 @@ def _plan(node) -> tuple[list[int], list[int]] | None:
         inner.append(d)
     outer = sorted(reduced - set(inner))
     run = _numel(val, inner) * val.element_size()
-    if not inner or run > RUN_BYTES or len(inner) == len(order) \
-            or _numel(val, outer) < MIN_OUTER:
-        return None
+    if not inner or not outer or run > RUN_BYTES or len(inner) == len(order) \
+            or _numel(val, outer) < MIN_OUTER:       # no outer dims: an empty dim list
+        return None                                  # would reduce every dim
     return outer, sorted(inner)
 
 

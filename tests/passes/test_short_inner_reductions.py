@@ -49,6 +49,15 @@ def test_leaves(fn, x):
     assert len(_reductions(fn, x)) == 1
 
 
+def test_no_outer_dim_is_left_even_with_the_thresholds_open(monkeypatch):
+    # an empty first-step dim list would reduce every dim (an op sweep with the
+    # thresholds forced open sent such graphs to ATen)
+    import importlib
+    module = importlib.import_module("brrr_compiler.passes.short_inner_reductions")
+    monkeypatch.setattr(module, "MIN_OUTER", 1)
+    assert len(_reductions(lambda x: x.sum(1), _x(5, 5))) == 1
+
+
 def test_follows_the_memory_order():
     # x.transpose(1, 2) of a (64, 5, 6) tensor: dim 1 (size 6) is innermost in memory
     x = _x(64, 5, 6).transpose(1, 2)
