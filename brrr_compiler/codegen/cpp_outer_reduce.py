@@ -36,13 +36,14 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
-from brrr_compiler.codegen.cpp_accumulators import init_value, is_short, update
+from brrr_compiler.codegen.cpp_accumulators import arg_update, init_value, is_short, update
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_hoist import column_hoisted
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.kernel_ir import Phase, Stmt
 from brrr_compiler.schedule.rows import LINE_BYTES, column_prefetch_loads
 
+_ARG = ("argmax", "argmin")
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested
 MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 rows best)
 
@@ -97,7 +98,10 @@ class OuterReductionPrinter(ReductionPrinter):
         for s in phase.body:
             if s.out in hoisted:
                 continue
-            if s.op == "reduce":
+            if s.op == "reduce" and s.value in _ARG:
+                body.append(arg_update(s.value, f"c_{s.out}[b]", f"ci_{s.out}[b]",
+                                       *(self._arg(a) for a in s.args[:2])))
+            elif s.op == "reduce":
                 body.append(update(s.value, f"c_{s.out}[b]", s.args[0]))
                 if s.value in ("max", "min"):
                     body.append(f"cn_{s.out}[b] |= ({s.args[0]} != {s.args[0]});")
@@ -138,17 +142,29 @@ class OuterReductionPrinter(ReductionPrinter):
                                        buf, addr))
         return lines
 
+    def _arg(self, a: str) -> str:
+        return f"{a}[b]" if a in self.row_level else a
+
     def _reset(self, r: Stmt) -> list[str]:
+        if r.value in _ARG:
+            dt = self.arg_dtype[r.out]
+            return [f"c_{r.out}[b] = {init_value(r.value, self.ctype[dt], dt)};",
+                    f"ci_{r.out}[b] = 0;"]
         ct = self.acc.total_ctype(r, lanes=True) or self.ctype[r.dtype]
         out = [f"c_{r.out}[b] = {init_value(r.value, ct, r.dtype)};"]
         return out + ([f"cn_{r.out}[b] = 0;"] if r.value in ("max", "min") else [])
 
     def _fold(self, r: Stmt) -> list[str]:
+        if r.value in _ARG:     # blocks come in row order: the first extreme or NaN stays
+            return [arg_update(r.value, f"acc_{r.out}[b]", f"ai_{r.out}[b]",
+                               f"c_{r.out}[b]", f"ci_{r.out}[b]")]
         out = [update(r.value, f"acc_{r.out}[b]", f"c_{r.out}[b]")]
         return out + ([f"nan_{r.out}[b] |= cn_{r.out}[b];"] if r.value in ("max", "min") else [])
 
     def _final(self, r: Stmt) -> str:
         ct = self.ctype[r.dtype]
+        if r.value in _ARG:
+            return f"{r.out}[b] = ai_{r.out}[b];"
         if r.value in ("max", "min"):
             return f"{r.out}[b] = nan_{r.out}[b] ? ({ct})__builtin_nan(\"\") : acc_{r.out}[b];"
         return f"{r.out}[b] = ({ct})acc_{r.out}[b];"
@@ -162,7 +178,14 @@ class OuterReductionPrinter(ReductionPrinter):
                 ct = self.ctype[s.dtype]
                 t = self.tile
                 lines.append(f"{indent}{ct} {s.out}[{t}];")
-                if s.op == "reduce":
+                if s.op == "reduce" and s.value in _ARG:
+                    vt = self.ctype[self.arg_dtype[s.out]]     # the value; the index is int64
+                    init = init_value(s.value, vt, self.arg_dtype[s.out])
+                    lines += [f"{indent}{vt} acc_{s.out}[{t}], c_{s.out}[{t}];",
+                              f"{indent}int64_t ai_{s.out}[{t}], ci_{s.out}[{t}];",
+                              f"{indent}for (int64_t b = 0; b < bn; ++b) {{ acc_{s.out}[b] = {init}; "
+                              f"ai_{s.out}[b] = 0; }}"]
+                elif s.op == "reduce":
                     at = self.acc.total_ctype(s) or ct
                     init = init_value(s.value, at, s.dtype)
                     bt = self.acc.total_ctype(s, lanes=True) or ct   # a block's partial

@@ -102,7 +102,7 @@ def _warps(elements: int) -> int:
 def _reduction(k: Kernel, sm_count: int, int64: bool) -> Schedule:
     rnumel = _static(sympy.Mul(*k.reduction_ranges))
     xnumel = _static(k.numel())
-    if reduces_outer_dim(k):
+    if reduces_outer_dim(k, arg_folds=False):
         xblock = min(64, next_pow2(xnumel)) if xnumel is not None else 64
         rblock = min(16, next_pow2(rnumel)) if rnumel is not None else 16
         kind = "persistent" if rnumel is not None and rnumel <= rblock else "looped"

@@ -162,7 +162,7 @@ def simplify_loops(kernel: Kernel, out_strides) -> Kernel:
     return loops.apply(kernel)
 
 
-def reduces_outer_dim(kernel: Kernel) -> bool:
+def reduces_outer_dim(kernel: Kernel, arg_folds: bool = True) -> bool:
     """True when the innermost kept dim is contiguous and the reduced dims are not (a sum
     over dim 0 of a row-major matrix): the schedule stage then picks the columns schedule,
     which tiles columns and streams rows (lowering asks too: that schedule keeps no
@@ -172,8 +172,9 @@ def reduces_outer_dim(kernel: Kernel) -> bool:
     if (not kernel.loop_vars or not kernel.reduction_vars or kernel.folds_columns
             or kernel.folds_across):
         return False
-    if any(s.op == "reduce" and s.value in ("argmax", "argmin") for s in kernel.body):
-        return False
+    if not arg_folds and any(s.op == "reduce" and s.value in ("argmax", "argmin")
+                             for s in kernel.body):
+        return False        # Triton's column printer keeps no index (schedule/triton.py)
     inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]
     # the first load (else store) that steps along both: one that the columns do not move
     # (an input expanded along them) is read once per row either way, and says nothing
