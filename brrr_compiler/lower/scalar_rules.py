@@ -274,6 +274,9 @@ def power(c: Ctx) -> V:
     return _pow_scalar(c, x, e)
 
 
+MAX_SQUARING = 64     # the largest |integer exponent| multiplied out (_by_squaring)
+
+
 def _pow_scalar(c: Ctx, x: V, e) -> V:
     """ATen's special cases for a scalar exponent, so results match it bit for bit."""
     b, dt = c.b, c.cdt
@@ -292,9 +295,6 @@ def _pow_scalar(c: Ctx, x: V, e) -> V:
     if dt is torch.float32 and float(e).is_integer() and 4 <= abs(e) <= MAX_SQUARING:
         return _by_squaring(b, x, int(e))
     return b.emit("pow", dt, (x, b.const(e, dt)))
-
-
-MAX_SQUARING = 64
 
 
 def _by_squaring(b, x: V, n: int) -> V:

@@ -23,23 +23,17 @@ Then the copy_ node returns `x` and the kernel's output is `x`.
 """
 from __future__ import annotations
 
+import networkx as nx
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch._prims_common import is_non_overlapping_and_dense_or_false as _dense
 
 from brrr_compiler import ops
+from brrr_compiler.runtime.reinterpret import storage_key
 
 aten = torch.ops.aten
 # pointwise in the op table but reading an input at remapped indices
 _REMAPPING = frozenset({aten.gather.default, aten.embedding.default, aten.cat.default,
                         aten.slice_scatter.default})
-
-
-def _storage(val):
-    try:
-        return StorageWeakRef(val.untyped_storage())
-    except (NotImplementedError, RuntimeError, AttributeError):
-        return None
 
 
 def _tensor_val(node):
@@ -72,17 +66,17 @@ def eligible(copy_node, x, value, group, kernel) -> bool:
             or kernel.device is not None or kernel.size_vars or kernel.tensor_args \
             or tuple(group.domain) != tuple(vv.shape) or value not in group.outputs:
         return False
-    members, storage = set(group.nodes), _storage(xv)
+    members, storage = set(group.nodes), storage_key(xv)
     for n in group.nodes:
         if x in n.all_input_nodes and (ops.kind_of(n) is not ops.Kind.POINTWISE
                                        or n.target in _REMAPPING):
             return False
-    if any(_storage(_tensor_val(i)) == storage for i in group.inputs
+    if any(storage_key(_tensor_val(i)) == storage for i in group.inputs
            if i is not x and _tensor_val(i) is not None):
         return False                 # a view of x read through another pointer
     for u in value.users:
         if u.op == "output" or (u is not copy_node and u not in members
-                                and _storage(_tensor_val(u)) == _storage(vv)):
+                                and storage_key(_tensor_val(u)) == storage_key(vv)):
             return False             # the new value, or a view of it, leaves the graph
     return True
 
@@ -91,9 +85,9 @@ def other_readers(graph: torch.fx.Graph, x, copy_node, group) -> list | None:
     """The nodes outside `group` that read `x` or a tensor sharing its storage (they must
     run before the group), or None when the graph's output is one of them (other than
     through the copy_, which returns x written)."""
-    storage, members = _storage(_tensor_val(x)), set(group.nodes)
+    storage, members = storage_key(_tensor_val(x)), set(group.nodes)
     aliases = {n for n in graph.nodes if n is not copy_node and _tensor_val(n) is not None
-               and _storage(_tensor_val(n)) == storage}     # copy_ returns x, written
+               and storage_key(_tensor_val(n)) == storage}     # copy_ returns x, written
     readers = []
     for a in aliases:
         for u in a.users:
@@ -108,8 +102,6 @@ def plan(graph: torch.fx.Graph, groups: dict, compiled: dict, grouped: dict, dag
     """{copy_ node: (input x, group id, output index)} for the write-backs a kernel makes
     in place, with edges added to the runner's unit `dag` ((kind, key) nodes) so that
     x's other readers run before that kernel (module note)."""
-    import networkx as nx
-
     def unit(n):
         return ("group", grouped[n].id) if n in grouped else ("node", n.name)
 

@@ -43,11 +43,18 @@ def _is_view(node) -> bool:
             and ops.kind_of(node) is ops.Kind.VIEW and _val(node) is not None)
 
 
-def _same_storage(a, b) -> bool:
+def storage_key(val):
+    """What identifies `val`'s storage (equal for views of one tensor), or None where a
+    FakeTensor has none to compare."""
     try:
-        return StorageWeakRef(a.untyped_storage()) == StorageWeakRef(b.untyped_storage())
-    except (NotImplementedError, RuntimeError):
-        return False
+        return StorageWeakRef(val.untyped_storage())
+    except (NotImplementedError, RuntimeError, AttributeError):
+        return None
+
+
+def _same_storage(a, b) -> bool:
+    key = storage_key(a)
+    return key is not None and key == storage_key(b)
 
 
 def as_reinterpret(node, through=lambda n: True) -> tuple | None:
