@@ -8,7 +8,8 @@ A loop phase that folds reductions walks them in chunks of at most CHUNK element
 inside a chunk an `omp simd reduction(...)` loop keeps one partial per vector lane;
 chunk results are then folded into the row total (the partials, their C types and NaN
 flags: cpp_accumulators.py). That blocked scheme keeps sums of millions of elements
-accurate without paying for double-width vector lanes. argmax/argmin run a scalar loop.
+accurate without paying for double-width vector lanes. argmax/argmin keep a (value,
+index) pair per lane (cpp_arg_lanes.py).
 A row's max and sum of exps may fold in one walk (cpp_online.py). A fold across rows (a
 `reduce` in a scalar phase) keeps one partial per thread; after all rows the partials
 are combined in thread order (so results do not depend on timing) and the `once` phase
@@ -19,6 +20,7 @@ from __future__ import annotations
 import sympy
 import torch
 
+from brrr_compiler.codegen.cpp_arg_lanes import ARG_FOLDS, lane_chunk, lane_update
 from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update,
                                                      invariant_sums, is_short,
                                                      signed_sums,
@@ -44,6 +46,8 @@ CHUNK = 1024
 # cost a sum loop up to ~15% in cache, so sums of one sign (cpp_accumulators.signed_sums:
 # exps, squares), whose error stays relative to their result, keep CHUNK.
 SUM_CHUNK = 256
+# Selecting folds lose nothing to long chunks; arg folds pay a lane combine per chunk
+ARG_CHUNK = 8192
 SPLIT_SLICE = 16384     # a split row's non-reducing loop phase: the slice a thread takes
 # A row of at most this many elements (one reduced dim, static extent) folds in one
 # constant loop without `omp simd` (ReductionPrinter._short_row)
@@ -71,8 +75,9 @@ class ReductionPrinter:
                                  else frozenset()) | sums_into_totals(kernel, signs))
         self.signed = signed_sums(kernel, signs)
 
-    def _body(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False) -> list[str]:
-        """`shared`: values the split row's threads read from outside their parallel
+    def _body(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False,
+              lanes: bool = False) -> list[str]:
+        """`lanes`: arg folds update their lane's pair (cpp_arg_lanes.py). `shared`: values the split row's threads read from outside their parallel
         region. A bool among them is declared int: gcc 12 vectorizes no select on a bool
         an OpenMP region reads from its shared block, so the thread's chunk sums ran
         sequentially (fuzz seed 8091); on an int it selects with a broadcast mask."""
@@ -82,7 +87,10 @@ class ReductionPrinter:
                 as_int = shared and s.out and s.dtype is torch.bool and s.op != "column_reduce"
                 out.append(indent + (self.stmt_line(s, self.dtypes, "int") if as_int
                                      else self._line(s)))
-            elif s.value in ("argmax", "argmin"):
+            elif s.value in ARG_FOLDS and lanes:
+                out += lane_update(s.value, f"cl_{s.out}[lane]", f"cli_{s.out}[lane]",
+                                   s.args[0], s.args[1], indent)
+            elif s.value in ARG_FOLDS:
                 out.append(indent + arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
             else:
                 out.append(indent + update(s.value, f"c_{s.out}", s.args[0]))
@@ -145,6 +153,8 @@ class ReductionPrinter:
         (cpp_parallel.parallel_loop)."""
         chunk = SUM_CHUNK if any(self.acc.float_lanes_sum(r) and r.out not in self.signed
                                  for r in reds) else CHUNK
+        if reds and all(r.value in ARG_FOLDS + ("max", "min") for r in reds):
+            chunk = ARG_CHUNK
         inner, m, lines = self.segment_head(indent, lo, hi, chunk)
         for r in reds:
             lines += self.acc.decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
@@ -177,7 +187,9 @@ class ReductionPrinter:
         """The innermost loop over one segment, its reductions folded into c_* (and then
         into acc_* when `fold`)."""
         lines, body = [], phase.body
-        if all(r.value not in ("argmax", "argmin") for r in reds):
+        if any(r.value in ARG_FOLDS for r in reds):
+            lines = lane_chunk(self, phase, reds, indent, inner, m)
+        else:
             at = next(i for i, p in enumerate(self.k.phases) if p is phase)
             bits = dict(self.sched.staged).get(at)
             if bits:                     # masks as int lanes: cpp_staging.py
@@ -186,9 +198,9 @@ class ReductionPrinter:
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))
-        lines.append(f"{indent}for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
-        lines += self._body(body, indent + "  ", True)
-        lines.append(f"{indent}}}")
+            lines.append(f"{indent}for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
+            lines += self._body(body, indent + "  ", True)
+            lines.append(f"{indent}}}")
         for r in reds if fold else ():
             lines += self.acc.combine(r, indent, "c_", "cn_", "ci_")
         return lines
