@@ -17,6 +17,7 @@ staging each transposed operand's block first (codegen/cpp_tiled.py has the note
 from __future__ import annotations
 
 import sympy
+import torch
 
 from brrr_compiler import scalar_ops
 from brrr_compiler.kernel_ir import Kernel
@@ -42,15 +43,23 @@ def choose_cpp(k: Kernel, num_threads: int) -> CppSchedule:
     d = transposed_var(k)
     if d is not None and not _short(k, d):
         return _tiled(k, d, num_threads)
+    if d is not None and _float_loads(k):
+        return _tiled(k, d, num_threads, int(k.ranges[d]))
     return _pointwise(k, num_threads)
 
 
 def _short(k: Kernel, d: int) -> bool:
-    """A transposed dim shorter than one 16x16 transpose block: staging would fall back to
-    element copies. Walking the output instead reads the few strided values of each
-    line while the line is in L1 (a conv weight's OIHW -> OHWI copy, d = kh * kw = 9)."""
+    """A transposed dim of static extent shorter than one 16x16 transpose block (a conv
+    weight's OIHW -> OHWI copy, d = kh * kw = 9): its tiles span the whole dim and are
+    staged 16 x extent at a time (codegen/cpp_tiled.py) where the operands are float;
+    element copies for other types cost more than walking the output, which reads the
+    few strided values of each line while it is in L1."""
     size = k.ranges[d]
     return bool(getattr(size, "is_Integer", False)) and int(size) < TRANSPOSE_BLOCK
+
+
+def _float_loads(k: Kernel) -> bool:
+    return all(s.dtype is torch.float32 for s in k.body if s.op == "load")
 
 
 def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
@@ -129,13 +138,13 @@ def transposed_var(k: Kernel) -> int | None:
     return None
 
 
-def _tiled(k: Kernel, d: int, num_threads: int) -> CppSchedule:
+def _tiled(k: Kernel, d: int, num_threads: int, tile_a: int = TILE_A) -> CppSchedule:
     sizes = static_sizes(k.ranges)
     fork = None
     if sizes is not None:
         others = [i for i in range(len(sizes) - 1) if i != d]
-        nwork = (product(sizes[i] for i in others) * tiles(sizes[d], TILE_A)
+        nwork = (product(sizes[i] for i in others) * tiles(sizes[d], tile_a)
                  * tiles(sizes[-1], TILE_INNER))
-        fork = forks(nwork, TILE_A * TILE_INNER, PARALLEL_MIN_NUMEL)
+        fork = forks(nwork, tile_a * TILE_INNER, PARALLEL_MIN_NUMEL)
     return CppSchedule("tiled", num_threads, forks=fork, transposed=d,
-                       tile=(TILE_A, TILE_INNER), stream=frozenset(streamed(k)))
+                       tile=(tile_a, TILE_INNER), stream=frozenset(streamed(k)))

@@ -40,13 +40,18 @@ def test_each_loop_nest_is_chosen_and_printed_as_chosen(name):
     assert sched.describe().startswith(kind)
 
 
-@pytest.mark.parametrize("shape,kind", [((64, 32, 3, 3), "pointwise"), ((8, 16, 4, 4), "tiled")])
-def test_a_transposed_dim_shorter_than_a_transpose_block_is_not_tiled(shape, kind):
+@pytest.mark.parametrize("shape,dtype,tile_a", [
+    ((64, 32, 3, 3), torch.float32, 9), ((8, 16, 4, 4), torch.float32, 128),
+    ((64, 32, 3, 3), torch.float64, None)])
+def test_a_transposed_dim_shorter_than_a_transpose_block(shape, dtype, tile_a):
     """A conv weight's channels-last copy (OIHW -> OHWI) transposes (I, kh * kw): with
-    kh * kw = 9 a 16x16 block never fills, and walking the output reads each line's few
-    strided values while it is in L1."""
-    k = _kernel(lambda w: w.clone(memory_format=torch.channels_last), torch.randn(shape))
-    assert choose(k, "cpp", 2).kind == kind
+    kh * kw = 9 each float tile spans the 9 taps whole (staged 16 x 9 at a time); other
+    types walk the output, reading each line's few strided values while it is in L1."""
+    k = _kernel(lambda w: w.clone(memory_format=torch.channels_last),
+                torch.randn(shape, dtype=dtype))
+    sched = choose(k, "cpp", 2)
+    assert sched.kind == ("pointwise" if tile_a is None else "tiled"), sched
+    assert tile_a is None or sched.tile[0] == tile_a, sched
 
 
 def test_the_printer_reads_the_schedule_not_the_kernel():

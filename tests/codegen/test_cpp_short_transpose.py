@@ -1,0 +1,39 @@
+"""A transposed dim shorter than a 16x16 block (a conv weight's 9 taps) is tiled whole and
+staged 16 x extent at a time (brrr_transpose16k in the prelude; codegen/cpp_tiled.py):
+whole rows load as full vectors where they stay inside the block, the last as a partial
+copy, and tiles cut short at the edges copy element by element. Every bit must arrive."""
+import pytest
+import torch
+
+from tests.helpers import check_against_eager
+
+
+def _weights(shape, seed=0):
+    w = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+    flat = w.view(-1)
+    flat[1], flat[-1], flat[flat.numel() // 2] = float("nan"), float("-inf"), -0.0
+    return w
+
+
+@pytest.mark.parametrize("shape", [(64, 256, 3, 3), (3, 64, 3, 3), (5, 80, 3, 3),
+                                   (7, 37, 3, 3), (4, 128, 5, 5), (2, 48, 1, 3), (6, 17, 2, 2)])
+def test_channels_last_copies_of_weights(shape):
+    w = _weights(shape)
+    check_against_eager(lambda w: w.clone(memory_format=torch.channels_last), w,
+                        grad=False, strict=True)
+
+
+def test_bits_are_kept():
+    w = _weights((16, 64, 3, 3))
+    bits = w.view(torch.int32).clone()
+    bits[0, 0, 0, 0] = 0x7FC00001                  # a NaN payload
+    f = torch.compile(lambda w: w.clone(memory_format=torch.channels_last), backend="brrr")
+    out = f(bits.view(torch.float32))
+    want = bits.view(torch.float32).clone(memory_format=torch.channels_last)
+    assert torch.equal(out.view(torch.int32), want.view(torch.int32))
+    assert out.stride() == want.stride()
+
+
+def test_a_fused_chain_on_the_transposed_operand_with_gradients():
+    w = torch.randn(32, 64, 3, 3, requires_grad=True)
+    check_against_eager(lambda w: (w.clone(memory_format=torch.channels_last) * 2).sin(), w)
