@@ -45,6 +45,8 @@ class CppSchedule:
     staged: tuple[tuple[int, int], ...] = ()   # rows: (phase, lane bits) staging byte loads
     split_min_red: int = SPLIT_MIN_RED   # rows: a row this long splits when rows are few
     columns_forks: bool | None = None    # rows: does the column folds' phase fork?
+    row_lanes: int = 0               # rows: short rows run this many at a time, one per
+    #                                  vector lane (codegen/cpp_row_lanes.py); 0: one by one
 
     @property
     def columns(self) -> bool:
@@ -71,6 +73,8 @@ class CppSchedule:
             parts.append(f"{self.column_tile} columns per tile")
         if self.online is not None:
             parts.append("max and sum of exps in one walk")
+        if self.row_lanes:
+            parts.append(f"short rows {self.row_lanes} at a time in vector lanes")
         if self.staged:
             bits = sorted({b for _, b in self.staged})
             parts.append(f"masks staged as int{'/int'.join(map(str, bits))} lanes")

@@ -29,6 +29,7 @@ from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
+from brrr_compiler.codegen.cpp_row_lanes import row_lanes
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
@@ -302,6 +303,8 @@ class ReductionPrinter:
 
     def _parallel_rows(self, across, min_numel: int) -> list[str]:
         """Rows spread over the threads; each thread owns its scratch rows and partials."""
+        if self.sched.row_lanes:
+            return row_lanes(self)
         cond = f"n_outer * n_red >= {min_numel} && n_outer > 1"
         fork = self.sched.forks
         row = ["for (int64_t w = 0; w < n_outer; ++w) {"]

@@ -60,12 +60,61 @@ def rows(k: Kernel, num_threads: int) -> CppSchedule:
     sizes, red = static_sizes(k.ranges), static_sizes(k.reduction_ranges)
     fork = None if sizes is None or red is None else forks(product(sizes), product(red),
                                                            PARALLEL_MIN_NUMEL)
+    stream = frozenset(streamed_rows(printed) - stored)   # a column row is one row of values
+    lanes = not stream and lane_rows(printed)   # beats the one-walk pair there
     return CppSchedule(
-        "rows", num_threads, forks=fork,
-        stream=frozenset(streamed_rows(printed) - stored),   # a column row is one row of values
+        "rows", num_threads, forks=fork, stream=stream,
         prefetch=frozenset(b for b, _ in next_row_loads(printed)),
-        scratch_rows=holders, online=online_index(printed), staged=_staged(printed),
-        columns_forks=None if red is None else product(red) * num_threads >= PARALLEL_MIN_NUMEL)
+        scratch_rows=holders, online=None if lanes else online_index(printed),
+        staged=_staged(printed),
+        columns_forks=None if red is None else product(red) * num_threads >= PARALLEL_MIN_NUMEL,
+        row_lanes=ROW_LANES if lanes else 0)
+
+
+ROW_LANES = 16          # rows per block of the row-lanes schedule: one AVX-512 float vector
+LANE_ROW_MAX = 16       # rows of at most this many elements (cpp_reduce.SHORT_ROW's bound)
+_LANE_FOLDS = ("sum", "prod", "max", "min", "any", "all")
+
+
+def lane_rows(k: Kernel) -> bool:
+    """Whether k's rows can run ROW_LANES at a time, a row per vector lane
+    (codegen/cpp_row_lanes.py has the note): one reduced dim of static extent at most
+    LANE_ROW_MAX, static outer sizes, folds that select or add (no argmax: its branchy
+    update), nothing folded across rows or columns, scratch rows only where each read of
+    one follows a store of the same element (the staged store is what it reads),
+    every load and store indexed by loop variables and sizes alone, each store by the
+    row's, and no other statement reading the row's variables."""
+    rr = k.reduction_ranges
+    if len(k.reduction_vars) != 1 or k.scratch or not _rows_read_back(k) or \
+            static_sizes(k.ranges) is None or static_sizes(rr) is None or \
+            not 2 <= int(rr[0]) <= LANE_ROW_MAX or product(static_sizes(k.ranges)) < ROW_LANES:
+        return False
+    for p in k.phases:
+        if p.once or (not p.loop and any(s.op == "reduce" for s in p.body)):
+            return False
+        for s in p.body:
+            if s.op in ("column_reduce",) or (s.op == "reduce" and s.value not in _LANE_FOLDS):
+                return False
+    computed, rows = {s.out for s in k.body if s.out is not None}, set(k.loop_vars)
+    for s in k.body:
+        used = sympy.sympify(s.index).free_symbols if s.index is not None else set()
+        if s.op in ("load", "store"):
+            if {v.name for v in used} & computed or (s.op == "store" and not used & rows):
+                return False
+        elif used & rows:           # an index value of the row: lanes decode no rows
+            return False
+    return True
+
+
+def _rows_read_back(k: Kernel) -> bool:
+    """Every load of a buffer the kernel stores reads an element stored before it."""
+    stored, written = {s.buffer for s in k.body if s.op == "store"}, set()
+    for s in k.body:
+        if s.op == "store":
+            written.add((s.buffer, s.index))
+        elif s.op == "load" and s.buffer in stored and (s.buffer, s.index) not in written:
+            return False
+    return True
 
 
 def byte_loads(body: list[Stmt]) -> list[Stmt]:
