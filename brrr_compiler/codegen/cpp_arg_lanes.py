@@ -77,12 +77,12 @@ def lane_chunk(printer, phase, reds, indent: str, inner: str, m: str) -> list[st
     lines += [f"{indent}  #pragma omp simd " + " ".join(clauses),
               f"{indent}  for (int64_t lane = 0; lane < {LANES}; ++lane) {{",
               f"{indent}    const int64_t {inner} = gb + lane;"]
-    lines += printer._body(phase.body, indent + "    ", True, lanes=True)
+    lines += printer.body_lines(phase.body, indent + "    ", True, lanes=True)
     lines += [f"{indent}  }}", f"{indent}}}"]
     for r in args:
         dt = printer.arg_dtype[r.out]
         ct = printer.ctype[dt]
         lines += lane_combine(r.value, r.out, ct, init_value(r.value, ct, dt), indent)
     lines.append(f"{indent}for (int64_t {inner} = lv; {inner} < {hi}; ++{inner}) {{")
-    lines += printer._body(phase.body, indent + "  ", True)
+    lines += printer.body_lines(phase.body, indent + "  ", True)
     return lines + [f"{indent}}}"]

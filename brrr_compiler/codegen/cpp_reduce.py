@@ -76,7 +76,7 @@ class ReductionPrinter:
                                  else frozenset()) | sums_into_totals(kernel, signs))
         self.signed = signed_sums(kernel, signs)
 
-    def _body(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False,
+    def body_lines(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False,
               lanes: bool = False) -> list[str]:
         """`lanes`: arg folds update their lane's pair (cpp_arg_lanes.py). `shared`: values the split row's threads read from outside their parallel
         region. A bool among them is declared int: gcc 12 vectorizes no select on a bool
@@ -132,7 +132,7 @@ class ReductionPrinter:
         lines = [ln for r in reds
                  for ln in self.acc.decls(r, indent, "c_", "cn_", "ci_", lanes=True)]
         lines.append(f"{indent}for (int64_t {rv[0]} = 0; {rv[0]} < {int(extent)}; ++{rv[0]}) {{")
-        lines += self._body(phase.body, indent + "  ", True) + [f"{indent}}}"]
+        lines += self.body_lines(phase.body, indent + "  ", True) + [f"{indent}}}"]
         return lines + [ln for r in reds for ln in self.acc.combine(r, indent, "c_", "cn_", "ci_")]
 
     def _split_plain(self, phase, indent: str) -> list[str]:
@@ -200,7 +200,7 @@ class ReductionPrinter:
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))
             lines.append(f"{indent}for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
-            lines += self._body(body, indent + "  ", True)
+            lines += self.body_lines(body, indent + "  ", True)
             lines.append(f"{indent}}}")
         for r in reds if fold else ():
             lines += self.acc.combine(r, indent, "c_", "cn_", "ci_")
@@ -228,7 +228,7 @@ class ReductionPrinter:
             lines += self.acc.combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")
         return lines + [f"{indent}}}"]
 
-    def _row(self, indent: str, split: bool) -> list[str]:
+    def row_lines(self, indent: str, split: bool) -> list[str]:
         k = self.k
         lines = [f"{indent}int64_t rest = w;"]
         for i in reversed(range(len(k.ranges))):
@@ -241,7 +241,7 @@ class ReductionPrinter:
                 lines += online_walk(self, pair, indent)
             elif not p.once and not (pair is not None and p is pair.second):
                 lines += self.loop_phase(p, indent, split) if p.loop else \
-                    self._body(p.body, indent, False, shared=split)
+                    self.body_lines(p.body, indent, False, shared=split)
         return lines
 
     # ---- folds across rows: a partial per thread, combined in thread order at the end ----
@@ -268,7 +268,7 @@ class ReductionPrinter:
         lines += [ln for r in across for ln in self.acc.combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")]
         lines += [f"{indent}}}"] + [indent + self.acc.finish(r) for r in across]
         once = [s for p in self.k.phases if p.once and not p.loop for s in p.body]
-        return lines + self._body(once, indent, False)
+        return lines + self.body_lines(once, indent, False)
 
     def _scratch(self, indent: str, what: str) -> list[str]:
         """Allocate (malloc) or release (free) the kernel's scratch rows."""
@@ -293,7 +293,7 @@ class ReductionPrinter:
         lines += [f"  if (n_outer > 0 && n_outer < {nt} && n_red >= {self.sched.split_min_red} && {nt} > 1) {{"]
         lines += self._scratch("    ", "malloc") + self._thread_locals(across, "    ")
         self.columns.split = True
-        lines += ["    for (int64_t w = 0; w < n_outer; ++w) {"] + self._row("      ", True) + ["    }"]
+        lines += ["    for (int64_t w = 0; w < n_outer; ++w) {"] + self.row_lines("      ", True) + ["    }"]
         self.columns.split = False
         lines += self._publish(across, "    ", "0") + self._scratch("    ", "free")
         lines += ["  } else if (n_outer > 0) {"] + self._parallel_rows(across, min_numel) + ["  }"]
@@ -309,7 +309,7 @@ class ReductionPrinter:
         fork = self.sched.forks
         row = ["for (int64_t w = 0; w < n_outer; ++w) {"]
         if not (self.k.scratch or across or self.columns):
-            loop = ["    " + row[0]] + self._row("      ", False) + ["    }"]
+            loop = ["    " + row[0]] + self.row_lines("      ", False) + ["    }"]
             return parallel_loop("    ", self.threads, cond, fork, loop, bool(self.stream))
         lines = pragma("    ", f"#pragma omp parallel num_threads({self.threads})", cond, fork)
         lines += ["    {"] + self._scratch("      ", "malloc") + self._thread_locals(across, "      ")
@@ -318,7 +318,7 @@ class ReductionPrinter:
         # scratch, so the region's closing barrier is the only one needed
         lines += [] if fork is False else ["      #pragma omp for schedule(static) nowait"]
         lines += ["      " + row[0]]
-        lines += self._row("        ", False) + self.columns.row_end("        ") + ["      }"]
+        lines += self.row_lines("        ", False) + self.columns.row_end("        ") + ["      }"]
         lines += ["      brrr_stream_fence();"] if self.stream else []
         lines += self._publish(across, "      ", "omp_get_thread_num()")
         lines += self.columns.thread_end("      ") if self.columns else []

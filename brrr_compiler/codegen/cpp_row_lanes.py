@@ -40,10 +40,10 @@ def row_lanes(printer) -> list[str]:
     lines += ["      #pragma omp simd", f"      for (int64_t lane = 0; lane < {n}; ++lane) {{"]
     for p in phases:
         lines += _unrolled(printer, p, "        ") if p.loop else \
-            printer._body(p.body, "        ", False)
+            printer.body_lines(p.body, "        ", False)
     lines += ["      }"] + _copies(printer, stores, n, "out") + ["    }"]
     lines += [f"    for (int64_t w = n_blocks * {n}; w < n_outer; ++w) {{"]
-    return lines + printer._row("      ", False) + ["    }"]
+    return lines + printer.row_lines("      ", False) + ["    }"]
 
 
 def _staged(k, n: int):
@@ -108,6 +108,6 @@ def _unrolled(printer, phase, indent: str) -> list[str]:
             index=None if s.index is None else sympy.sympify(s.index).xreplace({rv: e}))
             for s in phase.body]
         printer.dtypes.update({ren[v]: printer.dtypes[v] for v in local})
-        lines += printer._body(body, indent, True)
+        lines += printer.body_lines(body, indent, True)
     lines += [ln for r in reds for ln in acc.combine(r, indent, "c_", "cn_", "ci_")]
     return lines + [indent + acc.finish(r) for r in reds]
