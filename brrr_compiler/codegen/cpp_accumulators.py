@@ -51,6 +51,7 @@ def init_value(kind: str, ct: str, dtype: torch.dtype) -> str:
         else "(-INT64_C(9223372036854775807) - 1)"
 
 
+ARG_FOLDS = ("argmax", "argmin")    # folds that keep an index beside the value
 CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|", "all": "&"}
 
 
@@ -86,13 +87,13 @@ class Accumulators:
 
     def partials(self, r: Stmt, indent: str, nt: int) -> list[str]:
         """Per-thread partial results sp_*[t] (and NaN flags, arg indices), initialised."""
-        dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
+        dt = self.arg_dtype[r.out] if r.value in ARG_FOLDS else r.dtype
         ct = self.total_ctype(r) or self.ctype[dt]
         decl, init = [f"{ct} sp_{r.out}[{nt}];"], [f"sp_{r.out}[t] = {init_value(r.value, ct, dt)};"]
         if r.value in ("max", "min"):
             decl.append(f"int spn_{r.out}[{nt}];")
             init.append(f"spn_{r.out}[t] = 0;")
-        if r.value in ("argmax", "argmin"):
+        if r.value in ARG_FOLDS:
             decl.append(f"int64_t spi_{r.out}[{nt}];")
             init.append(f"spi_{r.out}[t] = 0;")
         return ([indent + d for d in decl] + [f"{indent}for (int t = 0; t < {nt}; ++t) {{"]
@@ -117,19 +118,19 @@ class Accumulators:
 
     def decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str,
               lanes: bool = False) -> list[str]:
-        dt = self.arg_dtype[r.out] if r.value in ("argmax", "argmin") else r.dtype
+        dt = self.arg_dtype[r.out] if r.value in ARG_FOLDS else r.dtype
         ct = self.total_ctype(r, lanes) or self.ctype[dt]
         lines = [f"{indent}{ct} {acc}{r.out} = {init_value(r.value, ct, dt)};"]
         if r.value in ("max", "min"):
             lines.append(f"{indent}int {nan}{r.out} = 0;   // int, not bool: a bool flag stops gcc vectorizing")
-        if r.value in ("argmax", "argmin"):
+        if r.value in ARG_FOLDS:
             lines.append(f"{indent}int64_t {idx}{r.out} = 0;")
         return lines
 
     def combine(self, r: Stmt, indent: str, c: str, cn: str, ci: str, sub: str = "") -> list[str]:
         """Fold a partial (c_*, or per-thread sp_*[t]) into the total acc_*."""
         part, pidx, pnan = f"{c}{r.out}{sub}", f"{ci}{r.out}{sub}", f"{cn}{r.out}{sub}"
-        if r.value in ("argmax", "argmin"):
+        if r.value in ARG_FOLDS:
             return [indent + arg_update(r.value, f"acc_{r.out}", f"ai_{r.out}", part, pidx)]
         lines = [indent + update(r.value, f"acc_{r.out}", part)]
         if r.value in ("max", "min"):
@@ -138,7 +139,7 @@ class Accumulators:
 
     def finish(self, r: Stmt) -> str:
         ct = self.ctype[r.dtype]
-        if r.value in ("argmax", "argmin"):
+        if r.value in ARG_FOLDS:
             return f"const int64_t {r.out} = ai_{r.out};"
         if r.value in ("max", "min"):
             return f"const {ct} {r.out} = nan_{r.out} ? ({ct})__builtin_nan(\"\") : acc_{r.out};"

@@ -14,16 +14,15 @@ loop (the max of torch.max(x, 1)) stay `omp simd` reductions, over the lanes.
 """
 from __future__ import annotations
 
-from brrr_compiler.codegen.cpp_accumulators import CLAUSE, init_value
-
-ARG_FOLDS = ("argmax", "argmin")
+from brrr_compiler.codegen.cpp_accumulators import ARG_FOLDS, CLAUSE, init_value
 LANES = 16          # one AVX-512 vector of floats; 8 and 32 timed alike on AVX-512
 
 
-def lane_update(kind: str, acc: str, idx: str, x: str, i: str, indent: str) -> list[str]:
-    """One lane's update: selects, not a branch (a branch keeps the loop scalar)."""
+def lane_update(kind: str, r: str, x: str, i: str, indent: str) -> list[str]:
+    """Fold x (at index i) into r's lane: selects, not a branch (a branch keeps the loop
+    scalar)."""
     better = ">" if kind == "argmax" else "<"
-    take = f"t_{acc.split('[')[0]}"
+    acc, idx, take = f"cl_{r}[lane]", f"cli_{r}[lane]", f"t_cl_{r}"
     return [f"{indent}const bool {take} = !({acc} != {acc}) && ({x} {better} {acc} || {x} != {x});",
             f"{indent}{acc} = {take} ? {x} : {acc};",
             f"{indent}{idx} = {take} ? {i} : {idx};"]

@@ -36,14 +36,14 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
-from brrr_compiler.codegen.cpp_accumulators import arg_update, init_value, is_short, update
+from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, arg_update, init_value,
+                                                     is_short, update)
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_hoist import column_hoisted
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.kernel_ir import Phase, Stmt
 from brrr_compiler.schedule.rows import LINE_BYTES, column_prefetch_loads
 
-_ARG = ("argmax", "argmin")
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested
 MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 rows best)
 
@@ -98,7 +98,7 @@ class OuterReductionPrinter(ReductionPrinter):
         for s in phase.body:
             if s.out in hoisted:
                 continue
-            if s.op == "reduce" and s.value in _ARG:
+            if s.op == "reduce" and s.value in ARG_FOLDS:
                 body.append(arg_update(s.value, f"c_{s.out}[b]", f"ci_{s.out}[b]",
                                        *(self._arg(a) for a in s.args[:2])))
             elif s.op == "reduce":
@@ -146,7 +146,7 @@ class OuterReductionPrinter(ReductionPrinter):
         return f"{a}[b]" if a in self.row_level else a
 
     def _reset(self, r: Stmt) -> list[str]:
-        if r.value in _ARG:
+        if r.value in ARG_FOLDS:
             dt = self.arg_dtype[r.out]
             return [f"c_{r.out}[b] = {init_value(r.value, self.ctype[dt], dt)};",
                     f"ci_{r.out}[b] = 0;"]
@@ -155,7 +155,7 @@ class OuterReductionPrinter(ReductionPrinter):
         return out + ([f"cn_{r.out}[b] = 0;"] if r.value in ("max", "min") else [])
 
     def _fold(self, r: Stmt) -> list[str]:
-        if r.value in _ARG:     # blocks come in row order: the first extreme or NaN stays
+        if r.value in ARG_FOLDS:     # blocks come in row order: the first extreme or NaN stays
             return [arg_update(r.value, f"acc_{r.out}[b]", f"ai_{r.out}[b]",
                                f"c_{r.out}[b]", f"ci_{r.out}[b]")]
         out = [update(r.value, f"acc_{r.out}[b]", f"c_{r.out}[b]")]
@@ -163,7 +163,7 @@ class OuterReductionPrinter(ReductionPrinter):
 
     def _final(self, r: Stmt) -> str:
         ct = self.ctype[r.dtype]
-        if r.value in _ARG:
+        if r.value in ARG_FOLDS:
             return f"{r.out}[b] = ai_{r.out}[b];"
         if r.value in ("max", "min"):
             return f"{r.out}[b] = nan_{r.out}[b] ? ({ct})__builtin_nan(\"\") : acc_{r.out}[b];"
@@ -178,7 +178,7 @@ class OuterReductionPrinter(ReductionPrinter):
                 ct = self.ctype[s.dtype]
                 t = self.tile
                 lines.append(f"{indent}{ct} {s.out}[{t}];")
-                if s.op == "reduce" and s.value in _ARG:
+                if s.op == "reduce" and s.value in ARG_FOLDS:
                     vt = self.ctype[self.arg_dtype[s.out]]     # the value; the index is int64
                     init = init_value(s.value, vt, self.arg_dtype[s.out])
                     lines += [f"{indent}{vt} acc_{s.out}[{t}], c_{s.out}[{t}];",

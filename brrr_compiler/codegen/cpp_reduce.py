@@ -20,8 +20,9 @@ from __future__ import annotations
 import sympy
 import torch
 
-from brrr_compiler.codegen.cpp_arg_lanes import ARG_FOLDS, lane_chunk, lane_update
-from brrr_compiler.codegen.cpp_accumulators import (CLAUSE, Accumulators, arg_update,
+from brrr_compiler.codegen.cpp_arg_lanes import lane_chunk, lane_update
+from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, CLAUSE, Accumulators,
+                                                     arg_update,
                                                      invariant_sums, is_short,
                                                      signed_sums,
                                                      sums_into_totals, update)
@@ -77,9 +78,9 @@ class ReductionPrinter:
         self.signed = signed_sums(kernel, signs)
 
     def body_lines(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False,
-              lanes: bool = False) -> list[str]:
-        """`lanes`: arg folds update their lane's pair (cpp_arg_lanes.py). `shared`: values the split row's threads read from outside their parallel
-        region. A bool among them is declared int: gcc 12 vectorizes no select on a bool
+                   lanes: bool = False) -> list[str]:
+        """`lanes`: arg folds update their lane's pair (cpp_arg_lanes.py). `shared`: values
+        the split row's threads read from outside their parallel region. A bool among them is declared int: gcc 12 vectorizes no select on a bool
         an OpenMP region reads from its shared block, so the thread's chunk sums ran
         sequentially (fuzz seed 8091); on an int it selects with a broadcast mask."""
         out = []
@@ -89,8 +90,7 @@ class ReductionPrinter:
                 out.append(indent + (self.stmt_line(s, self.dtypes, "int") if as_int
                                      else self._line(s)))
             elif s.value in ARG_FOLDS and lanes:
-                out += lane_update(s.value, f"cl_{s.out}[lane]", f"cli_{s.out}[lane]",
-                                   s.args[0], s.args[1], indent)
+                out += lane_update(s.value, s.out, s.args[0], s.args[1], indent)
             elif s.value in ARG_FOLDS:
                 out.append(indent + arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
             else:
@@ -221,7 +221,7 @@ class ReductionPrinter:
             lines.append(f"{indent}  sp_{r.out}[tid] = acc_{r.out};")
             if r.value in ("max", "min"):
                 lines.append(f"{indent}  spn_{r.out}[tid] = nan_{r.out};")
-            if r.value in ("argmax", "argmin"):
+            if r.value in ARG_FOLDS:
                 lines.append(f"{indent}  spi_{r.out}[tid] = ai_{r.out};")
         lines += [f"{indent}}}", f"{indent}for (int t = 0; t < {nt}; ++t) {{"]
         for r in reds:

@@ -107,7 +107,7 @@ def _unrolled(printer, phase, indent: str) -> list[str]:
             s, out=ren.get(s.out, s.out), args=tuple(ren.get(a, a) for a in s.args),
             index=None if s.index is None else sympy.sympify(s.index).xreplace({rv: e}))
             for s in phase.body]
-        printer.dtypes.update({ren[v]: printer.dtypes[v] for v in local})
+        printer.dtypes.update({ren[v]: printer.dtypes[v] for v in local})   # stmt_line reads them
         lines += printer.body_lines(body, indent, True)
     lines += [ln for r in reds for ln in acc.combine(r, indent, "c_", "cn_", "ci_")]
     return lines + [indent + acc.finish(r) for r in reds]

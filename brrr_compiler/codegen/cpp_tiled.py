@@ -70,9 +70,10 @@ def _transposed_copy(k, s, name: str, a, inner, copy: list[str], cexpr, tile) ->
     src = cexpr(s.index.xreplace({a: a_lo + qa, inner: b_lo + qb}))
     row = cexpr(linear_coeff(s.index, inner, k.all_vars()))
     if tile_a < TRANSPOSE_BLOCK:        # a short dim, whole in each tile: 16 x tile_a blocks
+        first = cexpr(s.index.xreplace({a: a_lo, inner: b_lo + qb}))
         return ([f"    if (a_hi - a_lo == {tile_a} && b_hi - b_lo == {tile_inner}) {{",
-                 f"      for (int64_t qb = 0, qa = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
-                 f"        brrr_transpose16k(&{s.buffer}[{src}], {row}, &{name}[qb], "
+                 f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
+                 f"        brrr_transpose16k(&{s.buffer}[{first}], {row}, &{name}[qb], "
                  f"{tile_inner}, {tile_a});",
                  "    } else {"] + ["  " + ln for ln in copy] + ["    }"])
     return ([f"    if (a_hi - a_lo == {tile_a} && b_hi - b_lo == {tile_inner}) {{",

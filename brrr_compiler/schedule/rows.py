@@ -93,7 +93,7 @@ def lane_rows(k: Kernel) -> bool:
         if p.once or (not p.loop and any(s.op == "reduce" for s in p.body)):
             return False
         for s in p.body:
-            if s.op in ("column_reduce",) or (s.op == "reduce" and s.value not in _LANE_FOLDS):
+            if s.op == "column_reduce" or (s.op == "reduce" and s.value not in _LANE_FOLDS):
                 return False
     computed, rows = {s.out for s in k.body if s.out is not None}, set(k.loop_vars)
     for s in k.body:
