@@ -118,8 +118,14 @@ def worker(rank: int, port: int) -> None:
             result[name] = run(rank, kinds)
         except Exception as err:  # noqa: BLE001  (reported to the test)
             result[name] = {"error": f"{type(err).__name__}: {err}"[:2000]}
+    dist.barrier()                   # neither rank tears gloo down under the other's feet
     dist.destroy_process_group()
     print("RESULT " + json.dumps(result), flush=True)
+    # Leave without interpreter teardown: gloo's C++ threads (and rank 0's TCPStore
+    # server) can still be joinable while static destructors run, and std::terminate
+    # aborts the process after the results are out (seen once in CI as SIGABRT).
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _free_port() -> int:
@@ -146,7 +152,8 @@ def ranks(tmp_path_factory) -> list[dict]:
                 q.kill()
             pytest.fail("distributed workers timed out")
         lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
-        assert p.returncode == 0 and lines, err[-3000:]
+        assert p.returncode == 0 and lines, (f"rc={p.returncode}, results printed: "
+                                             f"{bool(lines)}\n{err[-3000:]}")
         results.append(json.loads(lines[-1][len("RESULT "):]))
     return results
 
