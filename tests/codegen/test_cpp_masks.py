@@ -59,6 +59,25 @@ def test_or_of_a_float_compare_and_a_mask_is_stored_through_a_select():
     check_against_eager(fn, x, m)
 
 
+def test_bools_combine_through_selects_and_int_compares():
+    """`a | b`, `a ^ b`, `a != b` and `a == b` of a byte mask's bool and a float compare's
+    kept the loop scalar even with the store as a select (gcc 12: "no vectype"; seed 6
+    at its L1 size, inner dim 8): or prints as `a ? true : b`, the others compare ints."""
+    def fn(x, m):
+        y = torch.where(m, x - torch.log1p(x.abs()), 0.0)
+        n = y.isnan()
+        return (n | m, n ^ m, n != m, n == m, torch.logical_or(n, m), torch.logical_xor(n, m),
+                y)
+
+    x, m = torch.randn(4, 7, 5, 8), _mask(4, 7, 1, 8)
+    x[0, 0, 0, :3] = float("nan")
+    src = _source(fn, x, m)
+    assert " | " not in src and " ^ " not in src and " || " not in src, src
+    (FileCheck().check(" ? true : v").check("? 1 : 0) != (v").check("? 1 : 0) == (v")
+     .run(src))
+    check_against_eager(fn, x, m)
+
+
 def test_masked_softmax_stages_the_mask_for_its_sum_of_exps():
     """The walk that sums exps over a short row reads the mask from an int32 copy of the
     chunk (cpp_staging.py); the max walk (a tree fold) and the last walk, which folds
