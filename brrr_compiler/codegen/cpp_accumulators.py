@@ -76,6 +76,21 @@ def is_short(extent) -> bool:
     return bool(e.is_Integer and int(e) < SHORT)
 
 
+# A column (an outer reduced dim) of at most this many rows adds in float, in order: for
+# 2 or 3 rows that is what eager computes in every layout (its interleaved partials hold
+# one row each), bit for bit, and the double lanes of a short column cost its kernel up
+# to 1.8x ((2000, 3, 128).sum(1)). From 4 rows on, eager's order depends on the kept inner
+# dim (in order where it is a multiple of 32 floats, interleaved partials where it is 16-
+# 31: there its mean of 8 equal values is exact), so longer short columns keep double.
+EAGER_IN_ORDER_COLUMN = 3
+
+
+def adds_in_order(column) -> bool:
+    """A column known to be short enough that eager adds it in float, in order."""
+    e = sympy.sympify(column)
+    return bool(e.is_Integer and int(e) <= EAGER_IN_ORDER_COLUMN)
+
+
 class Accumulators:
     """Declarations, folds and results of a kernel's reductions' partials."""
 

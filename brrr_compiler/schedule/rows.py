@@ -203,9 +203,8 @@ def _column_tile(k: Kernel, num_threads: int) -> int:
 
 def _array_count(k: Kernel) -> int:
     """Arrays over the tile the columns printer keeps: each row-level value, and per fold
-    its accumulators (and NaN flags for max and min)."""
+    its two accumulators."""
     row_level = [s for p in k.phases for s in p.body
                  if s.out and (not p.loop or s.op == "reduce")]
     reds = [s for s in row_level if s.op == "reduce"]
-    return (len({s.out for s in row_level}) + 2 * len(reds)
-            + 2 * sum(r.value in ("max", "min") for r in reds))
+    return len({s.out for s in row_level}) + 2 * len(reds)

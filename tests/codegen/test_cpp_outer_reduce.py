@@ -73,3 +73,42 @@ def test_gradient_of_a_broadcast_operand_is_as_accurate_as_eagers():
     x0 = torch.randn(1, 32, 16, generator=g).expand(32, 32, 16).requires_grad_()
     x1 = torch.randn(1, 1, 32, generator=g)[..., 1::2].requires_grad_()
     check_against_eager(lambda a, b: (a * b, a * b), x0, x1, strict=True, reference=True)
+
+
+def _middle_sum_source(shape) -> str:
+    g = plan_of(lambda t: t.sum(1), torch.randn(shape)).groups[0]
+    return cpp.kernel_source(lower_group(g, g.name), 2)
+
+
+def test_columns_of_at_most_three_rows_add_in_float_in_order_as_eager():
+    """Eager adds a column of 2 or 3 rows in float, row after row, in every layout; so does
+    brrr (bit-equal), without the double lanes other short columns keep (tests/e2e/
+    test_short_sums.py: there eager's order depends on the layout)."""
+    FileCheck().check("float c_v1[128];").check("c_v1[b] += v0;").run(
+        _middle_sum_source((2000, 3, 128)))
+    FileCheck().check("double c_v1[").run(_middle_sum_source((100, 4, 128)))
+    gen = torch.Generator().manual_seed(1)
+    for shape in ((2000, 3, 128), (100, 3, 21), (300, 3, 7), (7, 2, 1000)):
+        x = torch.randn(shape, generator=gen)
+        out = torch.compile(lambda t: t.sum(1), backend="brrr")(x)
+        assert torch.equal(out, x.sum(1)), shape
+    x = torch.randn(300, 3, 7, generator=gen)
+    x[3, 2, 1], x[4, 0, 0] = float("nan"), float("inf")
+    check_against_eager(lambda t: t.sum(1) * 2, x.requires_grad_())
+
+
+def test_column_max_and_min_keep_a_nan_without_flags():
+    """No OpenMP reduction drops a NaN in the columns schedule: the update takes a NaN
+    (`x != x`) and no compare with a NaN accumulator replaces it, so no NaN flag arrays."""
+    src = cpp.kernel_source(lower_group(*(lambda g: (g, g.name))(
+        plan_of(lambda t: t.amax(1), torch.randn(400, 9, 31)).groups[0])), 2)
+    FileCheck().check("c_v1[b] = (v0 > c_v1[b] || v0 != v0) ? v0 : c_v1[b];") \
+        .check("acc_v1[b] = (c_v1[b] > acc_v1[b] || c_v1[b] != c_v1[b]) ? c_v1[b] : acc_v1[b];") \
+        .run(src)
+    assert "nan_v1" not in src and "cn_v1" not in src
+    x = torch.randn(400, 9, 31, generator=torch.Generator().manual_seed(2))
+    x[3, 0, 4] = x[5, 8, 30] = x[6, 4, 0] = float("nan")     # first, last and middle row
+    x[7, :, 2] = float("nan")
+    x[8, 2, 3], x[9, 3, 3] = float("inf"), float("-inf")
+    check_against_eager(lambda t: (t.amax(1), t.amin(1), torch.max(t, 1).values), x)
+    check_against_eager(lambda t: (t * 2).amax(0), torch.randn(2048, 100).requires_grad_())
