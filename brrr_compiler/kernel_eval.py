@@ -25,7 +25,7 @@ import sympy
 import torch
 
 from brrr_compiler import scalar_ops
-from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Phase, Stmt
 
 
 def run_kernel(kernel: Kernel, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
@@ -182,7 +182,7 @@ def fold(kind: str, args: list[torch.Tensor], dim: int) -> torch.Tensor:
         return getattr(torch, kind)(x.bool(), dim, keepdim=True)
     if kind in ("max", "min"):
         return (torch.amax if kind == "max" else torch.amin)(x, dim, keepdim=True)
-    if kind in ("argmax", "argmin"):
+    if kind in ARG_FOLDS:
         pos = getattr(torch, kind)(x.to(torch.int8) if x.dtype is torch.bool else x, dim,
                                    keepdim=True)
         return args[1].expand_as(x).gather(dim, pos)

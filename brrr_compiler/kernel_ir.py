@@ -36,6 +36,7 @@ STRUCTURAL = frozenset({"load", "store", "const", "cast", "reduce", "index", "bo
 # reduce kinds: Stmt(op="reduce", value=kind, args=(x,)); argmax/argmin fold (value, index)
 # column_reduce: Stmt(op="column_reduce", value="sum", args=(x,), index=position in a row)
 REDUCTIONS = frozenset({"sum", "prod", "max", "min", "any", "all", "argmax", "argmin"})
+ARG_FOLDS = ("argmax", "argmin")    # the folds that keep an index beside the value
 
 
 @dataclass(frozen=True)

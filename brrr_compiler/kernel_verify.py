@@ -25,7 +25,7 @@ from __future__ import annotations
 import sympy
 
 from brrr_compiler import scalar_ops
-from brrr_compiler.kernel_ir import REDUCTIONS, STRUCTURAL, Kernel, Phase, Stmt
+from brrr_compiler.kernel_ir import ARG_FOLDS, REDUCTIONS, STRUCTURAL, Kernel, Phase, Stmt
 
 _NO_ARGS = frozenset({"load", "const", "index"})
 _ONE_ARG = frozenset({"store", "cast", "bounded", "column_reduce"})
@@ -114,7 +114,7 @@ def _shape(s: Stmt) -> list[str]:
     if s.op == "reduce":
         if s.value not in REDUCTIONS:
             return [f"unknown reduction {s.value!r}"]
-        want = 2 if s.value in ("argmax", "argmin") else 1
+        want = 2 if s.value in ARG_FOLDS else 1
         return [] if len(s.args) == want else [f"reduce_{s.value} takes {want} args"]
     if s.op in STRUCTURAL:
         want = 0 if s.op in _NO_ARGS else 1 if s.op in _ONE_ARG else None

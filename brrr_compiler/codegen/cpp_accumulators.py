@@ -31,7 +31,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from brrr_compiler.kernel_ir import Kernel, Stmt
+from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Stmt
 
 
 def init_value(kind: str, ct: str, dtype: torch.dtype) -> str:
@@ -51,7 +51,6 @@ def init_value(kind: str, ct: str, dtype: torch.dtype) -> str:
         else "(-INT64_C(9223372036854775807) - 1)"
 
 
-ARG_FOLDS = ("argmax", "argmin")    # folds that keep an index beside the value
 CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|", "all": "&"}
 
 

@@ -14,7 +14,9 @@ loop (the max of torch.max(x, 1)) stay `omp simd` reductions, over the lanes.
 """
 from __future__ import annotations
 
-from brrr_compiler.codegen.cpp_accumulators import ARG_FOLDS, CLAUSE, init_value
+from brrr_compiler.codegen.cpp_accumulators import CLAUSE, init_value
+from brrr_compiler.kernel_ir import ARG_FOLDS
+
 LANES = 16          # one AVX-512 vector of floats; 8 and 32 timed alike on AVX-512
 
 

@@ -36,12 +36,12 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
-from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, adds_in_order, arg_update,
-                                                     init_value, is_short, update)
+from brrr_compiler.codegen.cpp_accumulators import (adds_in_order, arg_update, init_value,
+                                                     is_short, update)
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_hoist import column_hoisted
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
-from brrr_compiler.kernel_ir import Phase, Stmt
+from brrr_compiler.kernel_ir import ARG_FOLDS, Phase, Stmt
 from brrr_compiler.schedule.rows import LINE_BYTES, column_prefetch_loads
 
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested

@@ -35,6 +35,7 @@ from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 from brrr_compiler.schedule.online import pair_at
+from brrr_compiler.schedule.rows import SHORT_ROW
 from brrr_compiler.schedule_ir import CppSchedule
 from brrr_compiler.transforms.scratch import rows_in_outputs
 from brrr_compiler.transforms.signs import known_signs
@@ -51,9 +52,6 @@ SUM_CHUNK = 256
 # Selecting folds lose nothing to long chunks; arg folds pay a lane combine per chunk
 ARG_CHUNK = 8192
 SPLIT_SLICE = 16384     # a split row's non-reducing loop phase: the slice a thread takes
-# A row of at most this many elements (one reduced dim, static extent) folds in one
-# constant loop without `omp simd` (ReductionPrinter._short_row)
-SHORT_ROW = 16
 
 
 class ReductionPrinter:

@@ -26,7 +26,7 @@ import torch
 
 from brrr_compiler.codegen.triton_body import Body, decode, reg, texpr
 from brrr_compiler.schedule_ir import TritonSchedule as Schedule
-from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Phase, Stmt
 
 LOSING_INDEX = "4611686018427387904"     # 2**62: any real index wins a tie against it
 RSTEPS = 64                              # chunks a float sum's lane adds per block
@@ -43,7 +43,7 @@ def fold(kind: str, x: str) -> str:
 
 
 def _is_arg(kind: str) -> bool:
-    return kind in ("argmax", "argmin")
+    return kind in ARG_FOLDS
 
 
 def _extreme(kind: str, dtype: torch.dtype) -> str:

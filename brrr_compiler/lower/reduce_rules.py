@@ -13,6 +13,7 @@ import sympy
 import torch
 
 
+from brrr_compiler.kernel_ir import ARG_FOLDS
 from brrr_compiler.lower.scalar_rules import LOW_PRECISION, Body, V, opmath
 from brrr_compiler.reduction_spec import reduction_spec
 
@@ -20,7 +21,7 @@ from brrr_compiler.reduction_spec import reduction_spec
 def _acc_dtype(kind: str, node) -> torch.dtype:
     if kind in ("any", "all"):
         return torch.bool
-    if kind in ("argmax", "argmin"):
+    if kind in ARG_FOLDS:
         return opmath(node.args[0].meta["val"].dtype)
     return opmath(node.meta["val"].dtype)
 
@@ -42,7 +43,7 @@ def _compared(v: V, spec, body: Body) -> V:
     one bfloat16 value tie in eager, which takes the first, while their float32 values
     differ and brrr took the larger."""
     dtype = spec.input.meta["val"].dtype
-    if spec.kind not in ("argmax", "argmin") or dtype not in LOW_PRECISION or v.dtype == dtype:
+    if spec.kind not in ARG_FOLDS or dtype not in LOW_PRECISION or v.dtype == dtype:
         return v
     return body.cast(v, dtype)
 
@@ -60,10 +61,10 @@ class ReductionEmitter:
         dt = _acc_dtype(spec.kind, node)
         x = body.cast(_compared(self.low.value(spec.input, full_idx), spec, body), dt)
         args = (x,)
-        if spec.kind in ("argmax", "argmin"):
+        if spec.kind in ARG_FOLDS:
             args += (body.emit("index", torch.int64, index=_flat_index(spec, full_idx)),)
         kind = "sum" if spec.kind == "mean" else spec.kind
-        out_dt = torch.int64 if kind in ("argmax", "argmin") else dt
+        out_dt = torch.int64 if kind in ARG_FOLDS else dt
         self.low.acc[node] = body.emit("reduce", out_dt, args, value=kind)
 
     def _input_in_loop(self, node, full_idx: tuple):

@@ -28,17 +28,12 @@ import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false as _dense
 
 from brrr_compiler import ops
-from brrr_compiler.runtime.reinterpret import storage_key
+from brrr_compiler.runtime.reinterpret import storage_key, strided_val
 
 aten = torch.ops.aten
 # pointwise in the op table but reading an input at remapped indices
 _REMAPPING = frozenset({aten.gather.default, aten.embedding.default, aten.cat.default,
                         aten.slice_scatter.default})
-
-
-def _tensor_val(node):
-    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    return val if isinstance(val, torch.Tensor) and val.layout == torch.strided else None
 
 
 def write_backs(graph: torch.fx.Graph) -> list[tuple]:
@@ -61,7 +56,7 @@ def eligible(copy_node, x, value, group, kernel) -> bool:
     """Whether `group` (built as `kernel`) may store `value` into input `x` (module note),
     as far as the group and the value's users go; the order of x's other readers is the
     caller's to arrange."""
-    xv, vv = _tensor_val(x), _tensor_val(value)
+    xv, vv = strided_val(x), strided_val(value)
     if xv is None or vv is None or not _same_layout(xv, vv) or group.reduced_dims \
             or kernel.device is not None or kernel.size_vars or kernel.tensor_args \
             or tuple(group.domain) != tuple(vv.shape) or value not in group.outputs:
@@ -71,12 +66,12 @@ def eligible(copy_node, x, value, group, kernel) -> bool:
         if x in n.all_input_nodes and (ops.kind_of(n) is not ops.Kind.POINTWISE
                                        or n.target in _REMAPPING):
             return False
-    if any(storage_key(_tensor_val(i)) == storage for i in group.inputs
-           if i is not x and _tensor_val(i) is not None):
+    if any(storage_key(strided_val(i)) == storage for i in group.inputs
+           if i is not x and strided_val(i) is not None):
         return False                 # a view of x read through another pointer
     for u in value.users:
         if u.op == "output" or (u is not copy_node and u not in members
-                                and storage_key(_tensor_val(u)) == storage_key(vv)):
+                                and storage_key(strided_val(u)) == storage_key(vv)):
             return False             # the new value, or a view of it, leaves the graph
     return True
 
@@ -85,9 +80,9 @@ def other_readers(graph: torch.fx.Graph, x, copy_node, group) -> list | None:
     """The nodes outside `group` that read `x` or a tensor sharing its storage (they must
     run before the group), or None when the graph's output is one of them (other than
     through the copy_, which returns x written)."""
-    storage, members = storage_key(_tensor_val(x)), set(group.nodes)
-    aliases = {n for n in graph.nodes if n is not copy_node and _tensor_val(n) is not None
-               and storage_key(_tensor_val(n)) == storage}     # copy_ returns x, written
+    storage, members = storage_key(strided_val(x)), set(group.nodes)
+    aliases = {n for n in graph.nodes if n is not copy_node and strided_val(n) is not None
+               and storage_key(strided_val(n)) == storage}     # copy_ returns x, written
     readers = []
     for a in aliases:
         for u in a.users:

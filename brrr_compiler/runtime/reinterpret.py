@@ -32,7 +32,8 @@ def reinterpret(tensor, size, stride, offset):
 reinterpret.__module__ = "brrr"     # the runner's code reads brrr_reinterpret(...)
 
 
-def _val(node):
+def strided_val(node):
+    """A node's FakeTensor value when it is a plain strided, unquantized tensor, else None."""
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     plain = isinstance(val, torch.Tensor) and val.layout == torch.strided and not val.is_quantized
     return val if plain else None
@@ -40,7 +41,7 @@ def _val(node):
 
 def _is_view(node) -> bool:
     return (isinstance(node, torch.fx.Node) and node.op == "call_function"
-            and ops.kind_of(node) is ops.Kind.VIEW and _val(node) is not None)
+            and ops.kind_of(node) is ops.Kind.VIEW and strided_val(node) is not None)
 
 
 def storage_key(val):
@@ -62,12 +63,12 @@ def as_reinterpret(node, through=lambda n: True) -> tuple | None:
     whose chain of views starts at `root`, or None if it must stay an ATen call. The
     chain is followed up through the views `through` accepts (the runner's own ATen
     calls, not a kernel's stored outputs)."""
-    if _reinterpret_tensor is None or not _is_view(node) or not is_static(_val(node)):
+    if _reinterpret_tensor is None or not _is_view(node) or not is_static(strided_val(node)):
         return None
-    val, root = _val(node), node.args[0]
-    while _is_view(root) and is_static(_val(root)) and through(root):
+    val, root = strided_val(node), node.args[0]
+    while _is_view(root) and is_static(strided_val(root)) and through(root):
         root = root.args[0]
-    base = _val(root)
+    base = strided_val(root)
     if base is None or not is_static(base) or base.dtype != val.dtype \
             or not _same_storage(base, val):
         return None

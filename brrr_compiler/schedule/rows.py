@@ -14,7 +14,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Phase, Stmt
 from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
@@ -72,14 +72,17 @@ def rows(k: Kernel, num_threads: int) -> CppSchedule:
 
 
 ROW_LANES = 16          # rows per block of the row-lanes schedule: one AVX-512 float vector
-LANE_ROW_MAX = 16       # rows of at most this many elements (cpp_reduce.SHORT_ROW's bound)
+# A row of at most this many elements (one reduced dim, static extent) is short: it runs
+# in vector lanes where lane_rows allows, else in one constant loop without `omp simd`
+# (codegen/cpp_reduce.py, ReductionPrinter._short_row)
+SHORT_ROW = 16
 _LANE_FOLDS = ("sum", "prod", "max", "min", "any", "all")
 
 
 def lane_rows(k: Kernel) -> bool:
     """Whether k's rows can run ROW_LANES at a time, a row per vector lane
     (codegen/cpp_row_lanes.py has the note): one reduced dim of static extent at most
-    LANE_ROW_MAX, static outer sizes, folds that select or add (no argmax: its branchy
+    SHORT_ROW, static outer sizes, folds that select or add (no argmax: its branchy
     update), nothing folded across rows or columns, scratch rows only where each read of
     one follows a store of the same element (the staged store is what it reads),
     every load and store indexed by loop variables and sizes alone, each store by the
@@ -87,7 +90,7 @@ def lane_rows(k: Kernel) -> bool:
     rr = k.reduction_ranges
     if len(k.reduction_vars) != 1 or k.scratch or not _rows_read_back(k) or \
             static_sizes(k.ranges) is None or static_sizes(rr) is None or \
-            not 2 <= int(rr[0]) <= LANE_ROW_MAX or product(static_sizes(k.ranges)) < ROW_LANES:
+            not 2 <= int(rr[0]) <= SHORT_ROW or product(static_sizes(k.ranges)) < ROW_LANES:
         return False
     for p in k.phases:
         if p.once or (not p.loop and any(s.op == "reduce" for s in p.body)):
@@ -139,7 +142,7 @@ def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
     for i, p in enumerate(k.phases):
         reds = [s for s in p.body if s.op == "reduce"]
         if not p.loop or not byte_loads(p.body) or \
-                any(r.value in ("argmax", "argmin") for r in reds):
+                any(r.value in ARG_FOLDS for r in reds):
             continue
         in_order = any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)
         if (short and in_order) or _calls_libm(p.body, dtypes):

@@ -14,7 +14,7 @@ import functools
 
 import sympy
 
-from brrr_compiler.kernel_ir import Kernel, Stmt, loop_symbol, reduction_symbol
+from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Stmt, loop_symbol, reduction_symbol
 from brrr_compiler.symbolic import free_symbols
 
 
@@ -172,7 +172,7 @@ def reduces_outer_dim(kernel: Kernel, arg_folds: bool = True) -> bool:
     if (not kernel.loop_vars or not kernel.reduction_vars or kernel.folds_columns
             or kernel.folds_across):
         return False
-    if not arg_folds and any(s.op == "reduce" and s.value in ("argmax", "argmin")
+    if not arg_folds and any(s.op == "reduce" and s.value in ARG_FOLDS
                              for s in kernel.body):
         return False        # Triton's column printer keeps no index (schedule/triton.py)
     inner, red = kernel.loop_vars[-1], kernel.reduction_vars[-1]

@@ -15,7 +15,7 @@ import dataclasses
 
 import torch
 
-from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Phase, Stmt
 
 
 def fold_unit_reductions(k: Kernel) -> Kernel:
@@ -35,7 +35,7 @@ def fold_unit_reductions(k: Kernel) -> Kernel:
 def _one_value(s: Stmt) -> list[Stmt]:
     """`s`, a fold of one value, as pointwise statements defining the same name."""
     kind, dt, (x, *_) = s.value, s.dtype, s.args
-    if kind in ("argmax", "argmin"):
+    if kind in ARG_FOLDS:
         return [Stmt(s.out, torch.int64, "const", value=0)]
     if kind in ("any", "all", "max", "min"):     # x is already in the fold's dtype
         return [Stmt(s.out, dt, "cast", (x,))]

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from brrr_compiler.codegen import cpp
-from brrr_compiler.codegen.cpp_reduce import SHORT_ROW
+from brrr_compiler.schedule.rows import SHORT_ROW
 from brrr_compiler.lower.group import lower_group
 from tests.helpers import check_against_eager, plan_of
 
