@@ -226,12 +226,14 @@ def build_runner(plan, compiled: dict[int, CompiledKernel],
 
 
 def _assumed_layouts(plan, compiled, grouped) -> set:
-    """The tensors whose real layout the runner assumes: the graph's inputs, the ATen-made
+    """The tensors whose real layout the runner assumes: the graph inputs and ATen-made
     values a kernel reads, and the roots of the views it builds, each taken at the root
     of its chain of static views (the runner builds such a view from its root with the
     view's FakeTensor strides: an ATen op whose real strides are not its FakeTensor's
-    would give a view of the wrong elements)."""
-    read = {n for n in plan.graph.graph.nodes if n.op == "placeholder"}
+    would give a view of the wrong elements). An input only ATen ops read is theirs to
+    take as it comes, as in eager: a bfloat16 embedding_bag's offset2bag is empty where
+    its FakeTensor has a row per index, and the backward (all ATen) raised on it."""
+    read = set()
     for g in plan.groups:
         if g.id in compiled:
             read |= {a for n in g.nodes for a in n.all_input_nodes if a not in grouped}

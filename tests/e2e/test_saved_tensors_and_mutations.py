@@ -166,3 +166,15 @@ def test_a_mutated_input_the_loss_ignores():
     assert_close(dw, dw_eager)
     assert dsrc is None or not dsrc.any()     # eager: None, the loss never reads src
     assert_close(got[0], want[0])
+
+
+def test_inputs_only_aten_reads_are_taken_as_they_come():
+    """A bfloat16 embedding_bag's offset2bag is empty at run time where its FakeTensor has
+    one entry per index; the backward graph, all ATen, checked it as an input and raised
+    MetaMismatch (op sweep, bfloat16 gradients). Only what kernels read is checked."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(10, 5, generator=g).to(torch.bfloat16).requires_grad_()
+    psw = torch.randn(5, generator=g).to(torch.bfloat16).requires_grad_()
+    idx, offsets = torch.tensor([1, 2, 4, 5, 4]), torch.tensor([0, 3])
+    check_against_eager(lambda w, psw: (torch.nn.functional.embedding_bag(
+        idx, w, offsets, mode="sum", per_sample_weights=psw) * 2).tanh(), w, psw)
