@@ -47,6 +47,8 @@ class CppSchedule:
     columns_forks: bool | None = None    # rows: does the column folds' phase fork?
     row_lanes: int = 0               # rows: short rows run this many at a time, one per
     #                                  vector lane (codegen/cpp_row_lanes.py); 0: one by one
+    column_lanes: bool = False       # rows: the lanes are adjacent columns of a reduction
+    #                                  over an outer dim (cpp_row_lanes.column_lanes)
 
     @property
     def columns(self) -> bool:
@@ -74,7 +76,8 @@ class CppSchedule:
         if self.online is not None:
             parts.append("max and sum of exps in one walk")
         if self.row_lanes:
-            parts.append(f"short rows {self.row_lanes} at a time in vector lanes")
+            what = "short columns" if self.column_lanes else "short rows"
+            parts.append(f"{what} {self.row_lanes} at a time in vector lanes")
         if self.staged:
             bits = sorted({b for _, b in self.staged})
             parts.append(f"masks staged as int{'/int'.join(map(str, bits))} lanes")

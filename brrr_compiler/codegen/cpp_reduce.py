@@ -22,7 +22,7 @@ import torch
 
 from brrr_compiler.codegen.cpp_arg_lanes import lane_chunk, lane_update
 from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, CLAUSE, Accumulators,
-                                                     arg_update,
+                                                     adds_in_order, arg_update,
                                                      invariant_sums, is_short,
                                                      signed_sums,
                                                      sums_into_totals, update)
@@ -30,7 +30,7 @@ from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
-from brrr_compiler.codegen.cpp_row_lanes import row_lanes
+from brrr_compiler.codegen.cpp_row_lanes import column_lanes, row_lanes
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
@@ -70,7 +70,10 @@ class ReductionPrinter:
         self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
         inner = kernel.reduction_vars[-1] if kernel.reduction_vars else None
         signs = known_signs(kernel)
-        self.acc = Accumulators(ctype, self.arg_dtype, is_short(self.row_extent),
+        # short columns in lanes add as the columns schedule's do (cpp_outer_reduce.py)
+        short = is_short(self.row_extent) and not (
+            sched.column_lanes and adds_in_order(self.row_extent))
+        self.acc = Accumulators(ctype, self.arg_dtype, short,
                                 (invariant_sums(kernel.body, inner) if inner is not None
                                  else frozenset()) | sums_into_totals(kernel, signs))
         self.signed = signed_sums(kernel, signs)
@@ -302,7 +305,7 @@ class ReductionPrinter:
     def _parallel_rows(self, across, min_numel: int) -> list[str]:
         """Rows spread over the threads; each thread owns its scratch rows and partials."""
         if self.sched.row_lanes:
-            return row_lanes(self)
+            return column_lanes(self) if self.sched.column_lanes else row_lanes(self)
         cond = f"n_outer * n_red >= {min_numel} && n_outer > 1"
         fork = self.sched.forks
         row = ["for (int64_t w = 0; w < n_outer; ++w) {"]

@@ -13,6 +13,16 @@ vector of 16 rows and each libm call one vector call; stores go to [element][lan
 per-row code. Folds keep their per-row order (element 0, 1, ...), so sums round as the
 per-row code's do. Hand-built on a logsumexp over (200000, 5): 10.0 ms -> 2.2 ms, one
 thread (benchmarks/results/notes.md, "Short rows in vector lanes").
+
+Short columns the same way (column_lanes): a reduction over an outer dim whose kept inner
+dim is narrow (a max over the middle dim of (4000, 9, 31)) takes ROW_LANES adjacent
+columns per block, a column per lane. Their loads are contiguous across the lanes, so
+nothing is staged: each element of the column is one vector load, each fold one
+register. The columns schedule's tile arrays and 31-column loops (a vector and a scalar
+remainder of 15 per row) took 3-5x Inductor's time there. The last block of a row starts
+ROW_LANES before its end, overlapping the one before rather than running a partial
+vector: its columns are computed twice, the same way, and stored twice with the same
+value (no reduction kernel stores into an input it reads: runtime/inplace.py).
 """
 from __future__ import annotations
 
@@ -24,6 +34,7 @@ from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_types import STORAGE
 
 LANE = sympy.Symbol("lane", integer=True)
+PARTIALS = 4        # independent partials of an unrolled double sum (_unrolled)
 
 
 def row_lanes(printer) -> list[str]:
@@ -44,6 +55,36 @@ def row_lanes(printer) -> list[str]:
     lines += ["      }"] + _copies(printer, stores, n, "out") + ["    }"]
     lines += [f"    for (int64_t w = n_blocks * {n}; w < n_outer; ++w) {{"]
     return lines + printer.row_lines("      ", False) + ["    }"]
+
+
+def column_lanes(printer) -> list[str]:
+    """The rows branch of `printer`'s kernel, a reduction over an outer dim, in blocks of
+    adjacent columns (module note)."""
+    k, n = printer.k, printer.sched.row_lanes
+    *outer, inner = k.loop_vars
+    last = len(k.ranges) - 1
+    cond = f"n_outer * n_red >= {printer.sched.min_parallel} && n_blocks > 1"
+    lines = [f"    const int64_t n_chunks = (n{last} + {n - 1}) / {n};",
+             f"    const int64_t n_blocks = n_outer / n{last} * n_chunks;"]
+    lines += pragma("    ", f"#pragma omp parallel for num_threads({printer.threads}) "
+                    "schedule(static)", cond, printer.sched.forks)
+    lines += ["    for (int64_t wb = 0; wb < n_blocks; ++wb) {", "      int64_t rest = wb / n_chunks;"]
+    lines += [f"      const int64_t {outer[i]} = rest % n{i}; rest /= n{i};"
+              for i in reversed(range(last))]
+    lines += [f"      const int64_t lo = brrr_min_i64((wb % n_chunks) * {n}, n{last} - {n});",
+              "      #pragma omp simd", f"      for (int64_t lane = 0; lane < {n}; ++lane) {{",
+              f"        const int64_t {inner} = lo + lane;"]
+    for p in k.phases:
+        lines += _unrolled(printer, p, "        ") if p.loop else \
+            printer.body_lines(p.body, "        ", False)
+    return lines + ["      }", "    }"]
+
+
+def _tree(total: str, parts: list[str], indent: str) -> list[str]:
+    """total += the parts, added pairwise: ((t + p1) + (p2 + p3))."""
+    if len(parts) == 3:
+        return [f"{indent}{total} = ({total} + {parts[0]}) + ({parts[1]} + {parts[2]});"]
+    return [f"{indent}{total} += {p};" for p in parts]
 
 
 def _staged(k, n: int):
@@ -94,12 +135,20 @@ def _copies(printer, arrays: dict, n: int, way: str) -> list[str]:
 def _unrolled(printer, phase, indent: str) -> list[str]:
     """A loop phase over the row's static extent as straight-line code: each element's
     copy of the body with the element's index and its own value names (v3_0, v3_1, ...);
-    folds update the row's partial in element order."""
+    folds update the row's partial in element order, but a sum that adds in double in
+    PARTIALS partials, element e into partial e % PARTIALS, added up in a tree at the end:
+    one chain of 16 dependent double adds per block of lanes left the core waiting on
+    each add's latency (a variance over the middle dim of (512, 16, 100) took 1.3-1.8x
+    the columns schedule's time). The order of a double sum of floats changes a float
+    result only where it rounds a tie."""
     k, acc = printer.k, printer.acc
     rv, extent = k.reduction_vars[0], int(k.reduction_ranges[0])
     reds = [s for s in phase.body if s.op == "reduce"]
     lines = [ln for r in reds for ln in acc.decls(r, indent, "acc_", "nan_", "ai_")]
     lines += [ln for r in reds for ln in acc.decls(r, indent, "c_", "cn_", "ci_", lanes=True)]
+    split = {r.out for r in reds if acc.total_ctype(r, lanes=True) == "double"}
+    k_parts = min(PARTIALS, extent)
+    lines += [f"{indent}double c_{r}_p{j};" for r in sorted(split) for j in range(1, k_parts)]
     local = {s.out for s in phase.body if s.out is not None and s.op != "reduce"}
     for e in range(extent):
         ren = {v: f"{v}_{e}" for v in local}
@@ -108,6 +157,12 @@ def _unrolled(printer, phase, indent: str) -> list[str]:
             index=None if s.index is None else sympy.sympify(s.index).xreplace({rv: e}))
             for s in phase.body]
         printer.dtypes.update({ren[v]: printer.dtypes[v] for v in local})   # stmt_line reads them
-        lines += printer.body_lines(body, indent, True)
+        lines += printer.body_lines([s for s in body if s.out not in split], indent, True)
+        # a partial starts at its first value: `0.0 + x` is not folded (x may be -0.0)
+        part = "" if e % k_parts == 0 else f"_p{e % k_parts}"
+        lines += [f"{indent}c_{s.out}{part} {'=' if e < k_parts else '+='} {s.args[0]};"
+                  for s in body if s.out in split]
+    for r in sorted(split):
+        lines += _tree(f"c_{r}", [f"c_{r}_p{j}" for j in range(1, k_parts)], indent)
     lines += [ln for r in reds for ln in acc.combine(r, indent, "c_", "cn_", "ci_")]
     return lines + [indent + acc.finish(r) for r in reds]

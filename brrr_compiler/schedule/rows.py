@@ -173,6 +173,10 @@ def column_prefetch_loads(k: Kernel, phase: Phase) -> set[tuple]:
 
 
 def columns(k: Kernel, num_threads: int) -> CppSchedule:
+    if lane_columns(k):
+        red = product(static_sizes(k.reduction_ranges))
+        return CppSchedule("rows", num_threads, row_lanes=ROW_LANES, column_lanes=True,
+                           forks=forks(product(static_sizes(k.ranges)), red, PARALLEL_MIN_NUMEL))
     tile = _column_tile(k, num_threads)
     sizes, red = static_sizes(k.ranges), static_sizes(k.reduction_ranges)
     fork = None
@@ -186,6 +190,40 @@ def columns(k: Kernel, num_threads: int) -> CppSchedule:
                 if numel is None or numel * size[b] >= SMALL_BYTES}   # else L2 holds it
     return CppSchedule("columns", num_threads, forks=fork, column_tile=tile,
                        prefetch=frozenset(prefetch))
+
+
+# A reduction over an outer dim whose rows, over the kept inner dim, fit in this many bytes
+# of input (a max over the middle dim of (4000, 9, 31)) runs ROW_LANES adjacent columns at a
+# time, each column's short walk in a vector lane (codegen/cpp_row_lanes.py, column_lanes):
+# one register per fold and vector of columns. Over wider rows the tiles of the columns
+# schedule stream them; a block of lanes would read one line per row at a row's stride.
+LANE_COLUMNS_BYTES = 32 * 1024
+
+
+def lane_columns(k: Kernel) -> bool:
+    """Whether a reduction over outer dims can run ROW_LANES adjacent columns at a time, a
+    column per vector lane: what lane_rows asks of rows, one walk over the rows (a
+    second walk waits on the first's result: a variance's mean), a kept inner dim of at
+    least ROW_LANES and not a multiple of it (the columns schedule's vectors then cover
+    every column, and they were as fast or faster on sums of 48 and 64 columns; the last
+    block overlaps the one before: no masked tail), every load and store contiguous
+    along it or not stepping with it, and short rows (LANE_COLUMNS_BYTES)."""
+    if not lane_rows(k) or sum(1 for p in k.phases if p.loop) != 1:
+        return False
+    last, inner, allv = int(static_sizes(k.ranges)[-1]), k.loop_vars[-1], k.all_vars()
+    if last < ROW_LANES or last % ROW_LANES == 0:
+        return False
+    red, size = k.reduction_vars[0], {b.name: b.dtype.itemsize for b in k.inputs}
+    row_bytes = 0
+    for s in k.body:
+        if s.op not in ("load", "store"):
+            continue
+        ci = linear_coeff(s.index, inner, allv)
+        if ci not in (0, 1):
+            return False
+        if s.op == "load" and ci and linear_coeff(s.index, red, allv):
+            row_bytes += size.get(s.buffer, 8)
+    return row_bytes * last * int(k.reduction_ranges[0]) <= LANE_COLUMNS_BYTES
 
 
 def _column_tile(k: Kernel, num_threads: int) -> int:

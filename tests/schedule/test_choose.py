@@ -221,7 +221,7 @@ def test_a_select_on_a_bool_read_once_per_row_unswitches_its_loop():
     check_against_eager(lambda x, y: (torch.lerp(x, y, 0.25), torch.tanh(x * x)), x, y)
 
 
-@pytest.mark.parametrize("shape", [(40000, 5, 5), (7, 3, 300)])
+@pytest.mark.parametrize("shape", [(40000, 5, 5), (7, 3, 320)])
 def test_a_column_tile_is_no_wider_than_the_columns(shape):
     """A max over the middle dim of (40000, 5, 5) kept and initialized 2048-wide tile
     arrays for 5 columns per row (6x the kernel's time); values match eager either way."""

@@ -1,0 +1,88 @@
+"""Short columns of a reduction over an outer dim run 16 at a time, one per vector lane
+(codegen/cpp_row_lanes.py, column_lanes): each block of 16 adjacent columns walks its
+rows unrolled, the last block overlapping the one before. Values, NaN, dtypes and
+strides match eager, for every width around a block's edge."""
+import pytest
+import torch
+
+from brrr_compiler.lower.group import lower_group
+from brrr_compiler.schedule.cpp import choose_cpp
+from tests.helpers import check_against_eager, plan_of
+
+
+def _x(*shape, dtype=torch.float32, seed=0):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    flat = x.view(-1)
+    flat[3], flat[40], flat[77] = float("nan"), float("inf"), float("-inf")
+    return x.to(dtype)
+
+
+def _schedule(fn, *args):
+    (g,) = plan_of(fn, *args).groups
+    return choose_cpp(lower_group(g, g.name), 2)
+
+
+@pytest.mark.parametrize("cols", [17, 20, 31, 33, 47])
+@pytest.mark.parametrize("fn", [
+    lambda x: x.amax(1), lambda x: x.amin(1, keepdim=True), lambda x: x.sum(1),
+    lambda x: x.mean(1) * 3, lambda x: (x * 2 + 1).sum(1), lambda x: torch.where(x.isnan(), 0.0, x).sum(1),
+])
+def test_short_columns_in_lanes_match_eager(fn, cols):
+    check_against_eager(fn, _x(13, 9, cols), grad=False, strict=True)
+
+
+def test_the_schedule_takes_lanes_for_short_narrow_columns_only():
+    def lanes(fn, *shape):
+        sched = _schedule(fn, torch.randn(*shape))
+        return sched.kind == "rows" and sched.column_lanes
+    assert lanes(lambda x: x.amax(1), 400, 9, 31)
+    assert lanes(lambda x: x.sum(1), 400, 3, 20)
+    assert not lanes(lambda x: x.sum(1), 400, 9, 64)      # whole vectors: the columns schedule
+    assert not lanes(lambda x: x.sum(1), 400, 9, 15)      # narrower than a block
+    assert not lanes(lambda x: x.sum(1), 400, 40, 31)     # a long column
+    assert not lanes(lambda x: x.var(1), 400, 9, 31)      # two walks: the mean first
+    assert not lanes(lambda x: x.argmax(1), 400, 9, 31)
+    assert "short columns 16 at a time" in _schedule(lambda x: x.amax(1), torch.randn(40, 9, 31)).describe()
+
+
+def test_several_outer_dims_and_a_per_column_input():
+    x, b = _x(3, 5, 7, 19), torch.randn(19)
+    check_against_eager(lambda x, b: ((x + b).amax(2), (x * b).sum(2)), x, b,
+                        grad=False, strict=True)
+
+
+def test_a_transposed_input_and_strided_output():
+    x = _x(25, 6, 40).transpose(0, 2)        # (40, 6, 25): its columns stride 240
+    check_against_eager(lambda x: x.contiguous().sum(1), x, grad=False, strict=True)
+    check_against_eager(lambda x: x.amax(1), _x(40, 6, 25), grad=False, strict=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_other_float_dtypes(dtype):
+    check_against_eager(lambda x: (x.sum(1), x.amax(1)), _x(30, 7, 21, dtype=dtype),
+                        grad=False, strict=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool])
+def test_integer_and_bool_columns(dtype):
+    x = (torch.randn(20, 5, 23, generator=torch.Generator().manual_seed(2)) * 4).to(dtype)
+    check_against_eager(lambda x: (x.any(1), x.all(1)) if dtype is torch.bool
+                        else (x.sum(1), x.amax(1), x.prod(1)), x, grad=False, strict=True)
+
+
+def test_two_and_three_rows_add_in_float_in_order_as_eager():
+    # eager adds 2 or 3 rows of a column in float, in order: bit for bit the same here
+    for rows in (2, 3):
+        x = _x(300, rows, 21) * 1e3
+        torch.testing.assert_close(torch.compile(lambda x: x.sum(1), backend="brrr")(x),
+                                   x.sum(1), rtol=0, atol=0, equal_nan=True)
+
+
+def test_column_sums_with_gradients():
+    x = torch.randn(11, 6, 27, requires_grad=True)
+    check_against_eager(lambda x: x.sum(1).tanh().sum() + x.amax(1).sum(), x)
+
+
+def test_size_one_and_zero_outer_dims():
+    check_against_eager(lambda x: x.amax(1), _x(1, 9, 31), grad=False, strict=True)
+    check_against_eager(lambda x: x.sum(1), torch.randn(0, 9, 31), grad=False, strict=True)
