@@ -20,7 +20,7 @@ from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import streamed_rows
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
-from brrr_compiler.transforms.loops import linear_coeff
+from brrr_compiler.transforms.loops import inner_varying, linear_coeff
 from brrr_compiler.transforms.scratch import rows_in_outputs, scratch_holders
 
 LINE_BYTES = 64
@@ -79,10 +79,10 @@ SHORT_ROW = 16
 _LANE_FOLDS = ("sum", "prod", "max", "min", "any", "all")
 
 
-def lane_rows(k: Kernel) -> bool:
+def lane_rows(k: Kernel, longest: int = SHORT_ROW) -> bool:
     """Whether k's rows can run ROW_LANES at a time, a row per vector lane
     (codegen/cpp_row_lanes.py has the note): one reduced dim of static extent at most
-    SHORT_ROW, static outer sizes, folds that select or add (no argmax: its branchy
+    `longest`, static outer sizes, folds that select or add (no argmax: its branchy
     update), nothing folded across rows or columns, scratch rows only where each read of
     one follows a store of the same element (the staged store is what it reads),
     every load and store indexed by loop variables and sizes alone, each store by the
@@ -90,7 +90,7 @@ def lane_rows(k: Kernel) -> bool:
     rr = k.reduction_ranges
     if len(k.reduction_vars) != 1 or k.scratch or not _rows_read_back(k) or \
             static_sizes(k.ranges) is None or static_sizes(rr) is None or \
-            not 2 <= int(rr[0]) <= SHORT_ROW or product(static_sizes(k.ranges)) < ROW_LANES:
+            not 2 <= int(rr[0]) <= longest or product(static_sizes(k.ranges)) < ROW_LANES:
         return False
     for p in k.phases:
         if p.once or (not p.loop and any(s.op == "reduce" for s in p.body)):
@@ -193,25 +193,36 @@ def columns(k: Kernel, num_threads: int) -> CppSchedule:
 
 
 # A reduction over an outer dim whose rows, over the kept inner dim, fit in this many bytes
-# of input (a max over the middle dim of (4000, 9, 31)) runs ROW_LANES adjacent columns at a
-# time, each column's short walk in a vector lane (codegen/cpp_row_lanes.py, column_lanes):
+# of input (a max over the middle dim of (4000, 9, 31)) may run ROW_LANES adjacent columns
+# at a time, each column's walk in a vector lane (codegen/cpp_row_lanes.py, column_lanes):
 # one register per fold and vector of columns. Over wider rows the tiles of the columns
 # schedule stream them; a block of lanes would read one line per row at a row's stride.
 LANE_COLUMNS_BYTES = 32 * 1024
+LANE_COLUMN_ROWS = 64       # = cpp_columns.BLOCK_ROWS: a float sum adds them in order either way
+_SELECTING = frozenset({"max", "min", "any", "all"})
 
 
 def lane_columns(k: Kernel) -> bool:
-    """Whether a reduction over outer dims can run ROW_LANES adjacent columns at a time, a
-    column per vector lane: what lane_rows asks of rows, one walk over the rows (a
-    second walk waits on the first's result: a variance's mean), a kept inner dim of at
-    least ROW_LANES and not a multiple of it (the columns schedule's vectors then cover
-    every column, and they were as fast or faster on sums of 48 and 64 columns; the last
-    block overlaps the one before: no masked tail), every load and store contiguous
-    along it or not stepping with it, and short rows (LANE_COLUMNS_BYTES)."""
-    if not lane_rows(k) or sum(1 for p in k.phases if p.loop) != 1:
+    """Whether a reduction over outer dims runs ROW_LANES adjacent columns at a time, a
+    column per vector lane: what lane_rows asks of rows (columns of up to
+    LANE_COLUMN_ROWS), one walk over the rows (a second walk waits on the first's result,
+    a variance's mean: 0.8x the columns schedule), every load and store contiguous along
+    the kept inner dim or not stepping with it, rows of at most LANE_COLUMNS_BYTES, and
+    a kept inner dim of at least ROW_LANES (the last block overlaps the one before: no
+    masked tail) where the columns schedule leaves a remainder to gcc's narrower or scalar
+    epilogues: not a multiple of ROW_LANES, and, unless every fold selects, under
+    2 * ROW_LANES. Sums and products convert and add the same values either way, so the
+    overlap's repeated columns decide: at 36-100 columns the lanes took 1.15-1.4x the
+    columns schedule's time, at 17-31 columns 0.4-0.95x; max, min, any and all 0.15-0.95x
+    at every such width (benchmarks/results/notes.md, "Short columns in vector lanes")."""
+    if not lane_rows(k, LANE_COLUMN_ROWS) or sum(1 for p in k.phases if p.loop) != 1:
         return False
     last, inner, allv = int(static_sizes(k.ranges)[-1]), k.loop_vars[-1], k.all_vars()
-    if last < ROW_LANES or last % ROW_LANES == 0:
+    varying = inner_varying(k.body, str(inner))
+    if any(s.out not in varying for s in k.body if s.op not in ("load", "const", "reduce", "store")):
+        return False    # a value of the row each lane would compute again (the columns hoist it)
+    selecting = all(s.value in _SELECTING for s in k.body if s.op == "reduce")
+    if last < ROW_LANES or last % ROW_LANES == 0 or (last >= 2 * ROW_LANES and not selecting):
         return False
     red, size = k.reduction_vars[0], {b.name: b.dtype.itemsize for b in k.inputs}
     row_bytes = 0

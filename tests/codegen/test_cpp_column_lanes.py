@@ -31,6 +31,12 @@ def test_short_columns_in_lanes_match_eager(fn, cols):
     check_against_eager(fn, _x(13, 9, cols), grad=False, strict=True)
 
 
+@pytest.mark.parametrize("rows", [17, 40, 64])
+def test_columns_of_up_to_64_rows(rows):
+    check_against_eager(lambda x: (x.sum(1), x.amax(1), x.mean(1, keepdim=True)),
+                        _x(7, rows, 21), grad=False, strict=True)
+
+
 def test_the_schedule_takes_lanes_for_short_narrow_columns_only():
     def lanes(fn, *shape):
         sched = _schedule(fn, torch.randn(*shape))
@@ -39,7 +45,10 @@ def test_the_schedule_takes_lanes_for_short_narrow_columns_only():
     assert lanes(lambda x: x.sum(1), 400, 3, 20)
     assert not lanes(lambda x: x.sum(1), 400, 9, 64)      # whole vectors: the columns schedule
     assert not lanes(lambda x: x.sum(1), 400, 9, 15)      # narrower than a block
-    assert not lanes(lambda x: x.sum(1), 400, 40, 31)     # a long column
+    assert lanes(lambda x: x.sum(1), 400, 40, 31)
+    assert not lanes(lambda x: x.sum(1), 400, 80, 31)     # a long column
+    assert not lanes(lambda x: x.sum(1), 400, 9, 50)      # sums: 17-31 columns only
+    assert lanes(lambda x: x.amax(1), 400, 9, 50)         # selecting folds: any such width
     assert not lanes(lambda x: x.var(1), 400, 9, 31)      # two walks: the mean first
     assert not lanes(lambda x: x.argmax(1), 400, 9, 31)
     assert "short columns 16 at a time" in _schedule(lambda x: x.amax(1), torch.randn(40, 9, 31)).describe()
