@@ -52,8 +52,9 @@ class CppSchedule:
 
     @property
     def columns(self) -> bool:
-        """Folds walk rows over tiles of columns (what the cost model counts as such)."""
-        return self.kind == "columns"
+        """Folds walk rows over tiles of columns, or over columns in vector lanes (what the
+        cost model counts as such: each fold a vector update, no horizontal one)."""
+        return self.kind == "columns" or self.column_lanes
 
     def describe(self) -> str:
         """One line for dumps and explain."""
