@@ -95,3 +95,5 @@ def test_column_sums_with_gradients():
 def test_size_one_and_zero_outer_dims():
     check_against_eager(lambda x: x.amax(1), _x(1, 9, 31), grad=False, strict=True)
     check_against_eager(lambda x: x.sum(1), torch.randn(0, 9, 31), grad=False, strict=True)
+    check_against_eager(lambda x: x.amax(2), _x(4, 1, 9, 31), grad=False, strict=True)
+    check_against_eager(lambda x: x.sum(1, keepdim=True) * x, _x(5, 9, 1, 17), grad=False, strict=True)
