@@ -139,8 +139,9 @@ def _unrolled(printer, phase, indent: str) -> list[str]:
     PARTIALS partials, element e into partial e % PARTIALS, added up in a tree at the end:
     one chain of 16 dependent double adds per block of lanes left the core waiting on
     each add's latency (a variance over the middle dim of (512, 16, 100) took 1.3-1.8x
-    the columns schedule's time). The order of a double sum of floats changes a float
-    result only where it rounds a tie."""
+    the columns schedule's time). Another order moves a double total of floats by about
+    its last bit: the float result changes only where that total lies so close to the
+    midpoint between two floats."""
     k, acc = printer.k, printer.acc
     rv, extent = k.reduction_vars[0], int(k.reduction_ranges[0])
     reds = [s for s in phase.body if s.op == "reduce"]
