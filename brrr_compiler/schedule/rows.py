@@ -211,10 +211,12 @@ def lane_columns(k: Kernel) -> bool:
     a kept inner dim of at least ROW_LANES (the last block overlaps the one before: no
     masked tail) where the columns schedule leaves a remainder to gcc's narrower or scalar
     epilogues: not a multiple of ROW_LANES, and, unless every fold selects, under
-    2 * ROW_LANES. Sums and products convert and add the same values either way, so the
-    overlap's repeated columns decide: at 36-100 columns the lanes took 1.15-1.4x the
-    columns schedule's time, at 17-31 columns 0.4-0.95x; max, min, any and all 0.15-0.95x
-    at every such width (benchmarks/results/notes.md, "Short columns in vector lanes")."""
+    2 * ROW_LANES and not a multiple of 8 (whose remainder one 8-wide epilogue covers).
+    Sums and products convert and add the same values either way, so the overlap's
+    repeated columns decide: at 24 and 36-100 columns the lanes took 1.15-1.4x the
+    columns schedule's time, at 17-31 other columns 0.4-0.95x; max, min, any and all
+    0.15-0.95x at every such width (benchmarks/results/notes.md, "Short columns in
+    vector lanes")."""
     if not lane_rows(k, LANE_COLUMN_ROWS) or sum(1 for p in k.phases if p.loop) != 1:
         return False
     last, inner, allv = int(static_sizes(k.ranges)[-1]), k.loop_vars[-1], k.all_vars()
@@ -222,7 +224,8 @@ def lane_columns(k: Kernel) -> bool:
     if any(s.out not in varying for s in k.body if s.op not in ("load", "const", "reduce", "store")):
         return False    # a value of the row each lane would compute again (the columns hoist it)
     selecting = all(s.value in _SELECTING for s in k.body if s.op == "reduce")
-    if last < ROW_LANES or last % ROW_LANES == 0 or (last >= 2 * ROW_LANES and not selecting):
+    if last < ROW_LANES or last % ROW_LANES == 0 or \
+            (not selecting and (last >= 2 * ROW_LANES or last % 8 == 0)):
         return False
     red, size = k.reduction_vars[0], {b.name: b.dtype.itemsize for b in k.inputs}
     row_bytes = 0
