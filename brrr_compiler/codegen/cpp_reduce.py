@@ -157,6 +157,8 @@ class ReductionPrinter:
                                  for r in reds) else CHUNK
         if reds and all(r.value in ARG_FOLDS + ("max", "min") for r in reds):
             chunk = ARG_CHUNK
+        if self._staged_bits(phase):     # its masks are copied to arrays of CHUNK lanes
+            chunk = min(chunk, CHUNK)
         inner, m, lines = self.segment_head(indent, lo, hi, chunk)
         for r in reds:
             lines += self.acc.decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
@@ -192,8 +194,7 @@ class ReductionPrinter:
         if any(r.value in ARG_FOLDS for r in reds):
             lines = lane_chunk(self, phase, reds, indent, inner, m)
         else:
-            at = next(i for i, p in enumerate(self.k.phases) if p is phase)
-            bits = dict(self.sched.staged).get(at)
+            bits = self._staged_bits(phase)
             if bits:                     # masks as int lanes: cpp_staging.py
                 lines, body = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}", CHUNK,
                                     self.cexpr, indent, bits)
@@ -206,6 +207,14 @@ class ReductionPrinter:
         for r in reds if fold else ():
             lines += self.acc.combine(r, indent, "c_", "cn_", "ci_")
         return lines
+
+    def _staged_bits(self, phase) -> int | None:
+        """The lane width `phase`'s byte loads are staged at (cpp_staging.py), if they are:
+        into arrays of CHUNK lanes, so its segments are at most CHUNK long (a min's
+        segments of ARG_CHUNK overran them: a kernel that also called cos on a masked
+        value wrote past its stack array and never returned, fuzz seed 161391)."""
+        at = next(i for i, p in enumerate(self.k.phases) if p is phase)
+        return dict(self.sched.staged).get(at)
 
     def _split(self, phase, reds, indent: str) -> list[str]:
         """One long row: each thread folds a slice, partials are combined in order."""

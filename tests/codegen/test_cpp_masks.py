@@ -143,3 +143,21 @@ def test_a_masked_walk_that_calls_libm_stages_its_mask_at_any_row_length():
         (FileCheck().check(f"{lane} st_v").check("#pragma omp simd reduction(max:")
          .check(f"= (st_v").check("brrr_libm_log1p").run(src))
         check_against_eager(fn, s, mask, grad=False)
+
+
+def test_a_staged_walk_of_a_long_row_stays_within_its_staging_arrays():
+    """A max or min walks segments of 8192 elements, but a staged mask is copied into
+    arrays of 1024 lanes: such a walk over a row longer than 1024 wrote past them (a min
+    with a masked cos beside it never returned, fuzz seed 161391). Staged walks take
+    segments of at most 1024."""
+    def fn(x, m):
+        return x.amin(-1), torch.where(m, x, -x).cos()
+
+    for n in (1092, 20000):
+        x, m = torch.randn(2, n), torch.rand(2, n) > 0.5
+        src = _source(fn, x, m)
+        (FileCheck().check("int32_t st_v").check_not("cb + 8192").check("cb + 1024")
+         .check("#pragma omp simd reduction(min:").run(src))
+        check_against_eager(fn, x, m, grad=False)
+    check_against_eager(fn, torch.randn(3000, dtype=torch.float64), torch.rand(3000) > 0.5,
+                        grad=False)
