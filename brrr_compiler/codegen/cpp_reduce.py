@@ -190,20 +190,20 @@ class ReductionPrinter:
     def chunk(self, phase, reds, indent: str, inner: str, m: str, fold: bool = True) -> list[str]:
         """The innermost loop over one segment, its reductions folded into c_* (and then
         into acc_* when `fold`)."""
-        lines, body = [], phase.body
+        lines, body, after = [], phase.body, []
         if any(r.value in ARG_FOLDS for r in reds):
             lines = lane_chunk(self, phase, reds, indent, inner, m)
         else:
             bits = self._staged_bits(phase)
             if bits:                     # masks as int lanes: cpp_staging.py
-                lines, body = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}", CHUNK,
-                                    self.cexpr, indent, bits)
+                lines, body, after = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}",
+                                           CHUNK, self.cexpr, indent, bits)
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))
             lines.append(f"{indent}for (int64_t {inner} = cb - ro * {m}; {inner} < ce - ro * {m}; ++{inner}) {{")
             lines += self.body_lines(body, indent + "  ", True)
-            lines.append(f"{indent}}}")
+            lines += [f"{indent}}}"] + after
         for r in reds if fold else ():
             lines += self.acc.combine(r, indent, "c_", "cn_", "ci_")
         return lines

@@ -1,5 +1,5 @@
 """Byte-wide loads of a reduction chunk, staged as 32- or 64-bit lanes before its `omp simd`
-loop.
+loop, and its bool stores, gathered in such lanes and copied out after it.
 
 Note on why. gcc sizes the vectors of an `omp simd reduction(...)` loop by the narrowest
 type in it: a bool or uint8 load (a mask) makes them 64 lanes wide on AVX-512, so each
@@ -27,6 +27,14 @@ on scalar calls) and 32-bit otherwise; the schedule records the width per phase.
 Only loads of 1-byte types whose index uses no value loaded in the loop (a gather's
 index) are staged; the values are the same (a bool reads back as `!= 0`, an int8 keeps
 its value in int32), so the printed body only reads another array.
+
+A bool the loop stores (a comparison saved for the backward, a mask output) is a byte
+too: a mean over rows of 100 that also stored `x * 2 <= 0.5` ran 3.3x slower than
+staged, its sum no better than a sequential one (gcc's vector loop took the first 64
+elements in 64 lanes, the other 36 in a scalar loop, then folded the lanes in order:
+fuzz seed 162962, a mean three ulps off). Such stores, where the loop does not read the
+buffer back, write 0 or 1 into a local integer array instead, copied to the buffer as
+bytes after the loop; the phases staged are the same.
 """
 from __future__ import annotations
 
@@ -36,18 +44,20 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import Stmt
-from brrr_compiler.schedule.rows import byte_loads
+from brrr_compiler.schedule.rows import bool_stores, byte_loads
 
 def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
-          indent: str, bits: int) -> tuple[list[str], list[Stmt]]:
+          indent: str, bits: int) -> tuple[list[str], list[Stmt], list[str]]:
     """Lines that copy each byte load of `body` over [lo, hi) of `inner` (at most
     `chunk` values) into a local array of `bits`-wide integers (the schedule's lane
-    width, CppSchedule.staged), and `body` reading those arrays instead."""
+    width, CppSchedule.staged), `body` reading those arrays instead and storing its bools
+    into such arrays, and the lines after the loop that copy those to their buffers."""
     arrays: dict = {}
     for s in byte_loads(body):
         arrays.setdefault((s.buffer, s.index), f"st_{s.out}")
-    if not arrays:
-        return [], body
+    stores = {(s.buffer, s.index): f"ss_{s.args[0]}" for s in bool_stores(body)}
+    if not arrays and not stores:
+        return [], body, []
     lane = {32: torch.int32, 64: torch.int64}[bits]
     lines = [f"{indent}const int64_t st_lo = {lo};"]
     for (buffer, index), name in arrays.items():
@@ -55,10 +65,17 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
                   f"{indent}#pragma omp simd",
                   f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
                   f"{name}[{inner} - st_lo] = {buffer}[{cexpr(index)}];"]
+    lines += [f"{indent}int{bits}_t {name}[{chunk}];" for name in dict.fromkeys(stores.values())]
     at = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
     staged = [_read(s, arrays[(s.buffer, s.index)], at, lane)
-              if s.op == "load" and (s.buffer, s.index) in arrays else s for s in body]
-    return lines, staged
+              if s.op == "load" and (s.buffer, s.index) in arrays else
+              dataclasses.replace(s, buffer=stores[(s.buffer, s.index)], index=at, dtype=lane)
+              if s.op == "store" and (s.buffer, s.index) in stores else s for s in body]
+    after = [line for (buffer, index), name in stores.items()
+             for line in (f"{indent}#pragma omp simd",
+                          f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
+                          f"{buffer}[{cexpr(index)}] = (uint8_t){name}[{inner} - st_lo];")]
+    return lines, staged, after
 
 
 def _read(load: Stmt, array: str, at, lane: torch.dtype) -> Stmt:

@@ -122,15 +122,28 @@ def _rows_read_back(k: Kernel) -> bool:
 
 def byte_loads(body: list[Stmt]) -> list[Stmt]:
     """The loads of 1-byte values in `body` whose index uses only loop variables and
-    sizes (not a value the body computes)."""
+    sizes (not a value the body computes), of buffers `body` does not store."""
     computed = {s.out for s in body if s.out is not None}
+    stored = {s.buffer for s in body if s.op == "store"}
     return [s for s in body if s.op == "load" and s.dtype in BYTE_TYPES
+            and s.buffer not in stored
+            and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
+
+
+def bool_stores(body: list[Stmt]) -> list[Stmt]:
+    """The stores of bools in `body` (a comparison's mask, as bytes) indexed by loop
+    variables and sizes alone, to buffers `body` does not load."""
+    computed = {s.out for s in body if s.out is not None}
+    loaded = {s.buffer for s in body if s.op == "load"}
+    return [s for s in body if s.op == "store" and s.dtype is torch.bool
+            and s.buffer not in loaded
             and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
 
 
 def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
     """(phase, lane bits) of the loop phases whose chunks copy their byte loads (masks)
-    to integer lanes first: a float sum or product, folded in order lane by lane, over a
+    to integer lanes first, and their bool stores from such lanes after: a float sum or
+    product, folded in order lane by lane, over a
     short static row, and any phase that calls libm (codegen/cpp_staging.py has the
     note). Lanes are 64-bit where the phase computes in double, else 32-bit. Argmax and
     argmin loops are scalar anyway."""
@@ -141,7 +154,7 @@ def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
     out = []
     for i, p in enumerate(k.phases):
         reds = [s for s in p.body if s.op == "reduce"]
-        if not p.loop or not byte_loads(p.body) or \
+        if not p.loop or not (byte_loads(p.body) or bool_stores(p.body)) or \
                 any(r.value in ARG_FOLDS for r in reds):
             continue
         in_order = any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)

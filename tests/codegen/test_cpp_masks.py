@@ -161,3 +161,43 @@ def test_a_staged_walk_of_a_long_row_stays_within_its_staging_arrays():
         check_against_eager(fn, x, m, grad=False)
     check_against_eager(fn, torch.randn(3000, dtype=torch.float64), torch.rand(3000) > 0.5,
                         grad=False)
+
+
+def test_a_short_sum_walk_stages_the_bools_it_stores():
+    """A bool stored in a walk that sums a short row made gcc's vectors 64 byte lanes
+    wide, as a byte load does: the walk's float sum then folded its lanes one at a time
+    in order, 3.3x slower over rows of 100 and no better than a sequential sum (fuzz
+    seed 162962: a mean three ulps off, and a layer norm's gradient through it, 5x
+    eager's error). The walk stores its bools into an int32 array, copied to the output
+    after the loop (cpp_staging.py); rows longer than STAGE_MAX_ROW are not staged."""
+    def fn(x):
+        return x.mean(-1, keepdim=True), x * 2 <= 0.5
+
+    src = _source(fn, torch.randn(64, 100))
+    (FileCheck().check("int32_t ss_v").check("#pragma omp simd reduction(+:")
+     .check("ss_v").check("r0 - st_lo] = v").check("}").check("#pragma omp simd")
+     .check("= (uint8_t)ss_v").run(src))
+    assert "(uint8_t)(v" not in src
+    assert "ss_v" not in _source(fn, torch.randn(8, 300))
+    for shape in ((64, 100), (3, 7, 33), (5, 256), (1, 1), (0, 40), (4, 0)):
+        x = torch.randn(shape)
+        x.view(-1)[:3] = float("nan")
+        check_against_eager(fn, x, grad=False, kernels=x.numel() > 0)
+
+
+def test_fuzz_seed_162962_mean_of_a_masked_softmax_plus_a_scalar():
+    """The layer norm's gradient to x1 sums to zero exactly; in float32 it is what the
+    forward's mean rounded to (0.0035 per ulp of it). Unstaged, brrr's mean summed the
+    row in order; staged, it is eager's."""
+    def fn(x0, x1):
+        v0 = x0.masked_fill(x0 > 0.3, float("-inf")).softmax(0)
+        v1 = v0 + x1
+        v5 = torch.maximum(v1, x1)
+        v8 = (v5 - v5.mean(0, keepdim=True)) * torch.rsqrt(
+            v5.var(0, keepdim=True, unbiased=False) + 1e-5)
+        return v8, v0 <= -v1
+
+    g = torch.Generator().manual_seed(162962)
+    x0 = torch.randn((100,), generator=g).requires_grad_()
+    x1 = torch.randn((1,), generator=g).requires_grad_()
+    check_against_eager(fn, x0, x1, strict=True, reference=True)
