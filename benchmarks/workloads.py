@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import masked_workloads
+import reduce_workloads
 
 
 # ---- the functions ----------------------------------------------------------------------
@@ -309,7 +310,7 @@ def _cases() -> list[KernelCase]:
         K("rms_norm", rms_norm, _rms_norm_inputs(BF16), (8192, 1024), BF16),
         K("softmax", softmax, _softmax_inputs(BF16), (4096, 4096), BF16),
     ]
-    return cases + [K(**spec) for spec in masked_workloads.specs()]
+    return cases + [K(**spec) for spec in masked_workloads.specs() + reduce_workloads.specs()]
 
 
 KERNEL_CASES = {c.name: c for c in _cases()}
@@ -331,6 +332,7 @@ DESCRIPTIONS = {
     "sum_all": "x.sum(): a full reduction, uniform [0, 1) inputs",
     "transpose_bcast": "(x + y.T) * s[:, None]: a transposed operand and a column broadcast",
     **masked_workloads.DESCRIPTIONS,
+    **reduce_workloads.DESCRIPTIONS,
 }
 
 
