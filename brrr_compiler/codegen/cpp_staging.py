@@ -35,6 +35,13 @@ elements in 64 lanes, the other 36 in a scalar loop, then folded the lanes in or
 fuzz seed 162962, a mean three ulps off). Such stores, where the loop does not read the
 buffer back, write 0 or 1 into a local integer array instead, copied to the buffer as
 bytes after the loop; the phases staged are the same.
+
+float16 and bfloat16 loads are 16-bit lanes: 32 of them on AVX-512, folded in order
+after each chunk as the bytes were. The same phases convert them into a local float
+array first (brrr_f16_to_f32 / brrr_bf16_to_f32 in a plain loop): one thread, layer_norm
+over (8192, 100) float16 505 -> 412 us, over (8192, 200) bfloat16 720 -> 636, sum over
+(16384, 64) float16 265 -> 210, `x.abs().log1p().sum(-1)` over (1024, 1024) bfloat16
+(a libm walk: staged at any row length) 466 -> 387 (benchmarks/results/notes.md).
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import Stmt
-from brrr_compiler.schedule.rows import bool_stores, byte_loads
+from brrr_compiler.schedule.rows import bool_stores, byte_loads, half_loads
 
 def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
           indent: str, bits: int) -> tuple[list[str], list[Stmt], list[str]]:
@@ -55,8 +62,9 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     arrays: dict = {}
     for s in byte_loads(body):
         arrays.setdefault((s.buffer, s.index), f"st_{s.out}")
+    halves = {(s.buffer, s.index): (f"sh_{s.out}", s.dtype) for s in half_loads(body)}
     stores = {(s.buffer, s.index): f"ss_{s.args[0]}" for s in bool_stores(body)}
-    if not arrays and not stores:
+    if not arrays and not stores and not halves:
         return [], body, []
     lane = {32: torch.int32, 64: torch.int64}[bits]
     lines = [f"{indent}const int64_t st_lo = {lo};"]
@@ -65,10 +73,19 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
                   f"{indent}#pragma omp simd",
                   f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
                   f"{name}[{inner} - st_lo] = {buffer}[{cexpr(index)}];"]
+    for (buffer, index), (name, dtype) in halves.items():
+        convert = "brrr_f16_to_f32" if dtype is torch.float16 else "brrr_bf16_to_f32"
+        lines += [f"{indent}float {name}[{chunk}];",
+                  f"{indent}#pragma omp simd",
+                  f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
+                  f"{name}[{inner} - st_lo] = {convert}({buffer}[{cexpr(index)}]);"]
     lines += [f"{indent}int{bits}_t {name}[{chunk}];" for name in dict.fromkeys(stores.values())]
     at = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
     staged = [_read(s, arrays[(s.buffer, s.index)], at, lane)
               if s.op == "load" and (s.buffer, s.index) in arrays else
+              dataclasses.replace(s, buffer=halves[(s.buffer, s.index)][0], index=at,
+                                  dtype=torch.float32)
+              if s.op == "load" and (s.buffer, s.index) in halves else
               dataclasses.replace(s, buffer=stores[(s.buffer, s.index)], index=at, dtype=lane)
               if s.op == "store" and (s.buffer, s.index) in stores else s for s in body]
     after = [line for (buffer, index), name in stores.items()

@@ -32,6 +32,7 @@ MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per eleme
 # "Column prefetch")
 SMALL_BYTES = 1 << 20
 BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
+HALF_TYPES = frozenset({torch.float16, torch.bfloat16})
 STAGE_MAX_ROW = 256          # rows longer than this keep their byte loads (codegen/cpp_staging.py)
 IN_ORDER_FOLDS = frozenset({"sum", "prod"})
 
@@ -123,9 +124,18 @@ def _rows_read_back(k: Kernel) -> bool:
 def byte_loads(body: list[Stmt]) -> list[Stmt]:
     """The loads of 1-byte values in `body` whose index uses only loop variables and
     sizes (not a value the body computes), of buffers `body` does not store."""
+    return _plain_loads(body, BYTE_TYPES)
+
+
+def half_loads(body: list[Stmt]) -> list[Stmt]:
+    """The loads of float16 and bfloat16 values in `body`, as byte_loads picks bytes."""
+    return _plain_loads(body, HALF_TYPES)
+
+
+def _plain_loads(body: list[Stmt], dtypes: frozenset) -> list[Stmt]:
     computed = {s.out for s in body if s.out is not None}
     stored = {s.buffer for s in body if s.op == "store"}
-    return [s for s in body if s.op == "load" and s.dtype in BYTE_TYPES
+    return [s for s in body if s.op == "load" and s.dtype in dtypes
             and s.buffer not in stored
             and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
 
@@ -142,10 +152,9 @@ def bool_stores(body: list[Stmt]) -> list[Stmt]:
 
 def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
     """(phase, lane bits) of the loop phases whose chunks copy their byte loads (masks)
-    to integer lanes first, and their bool stores from such lanes after: a float sum or
-    product, folded in order lane by lane, over a
-    short static row, and any phase that calls libm (codegen/cpp_staging.py has the
-    note). Lanes are 64-bit where the phase computes in double, else 32-bit. Argmax and
+    to integer lanes (and half loads to floats) first, and their bool stores from such
+    lanes after: a float sum or product, folded in order lane by lane, over a short
+    static row, and any phase that calls libm (codegen/cpp_staging.py has the note). Lanes are 64-bit where the phase computes in double, else 32-bit. Argmax and
     argmin loops are scalar anyway."""
     rr = k.reduction_ranges
     row = sympy.sympify(rr[-1] if k.reduction_vars else sympy.Mul(*rr))
@@ -154,7 +163,8 @@ def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
     out = []
     for i, p in enumerate(k.phases):
         reds = [s for s in p.body if s.op == "reduce"]
-        if not p.loop or not (byte_loads(p.body) or bool_stores(p.body)) or \
+        if not p.loop or not (byte_loads(p.body) or bool_stores(p.body)
+                              or half_loads(p.body)) or \
                 any(r.value in ARG_FOLDS for r in reds):
             continue
         in_order = any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)

@@ -58,3 +58,24 @@ def test_strided_and_transposed_halves_keep_eagers_bits():
     for arg in (h.t(), h[:, ::2], h[::3]):
         for fn in (lambda t: t * 2 + 1, lambda t: t.float(), lambda t: t.abs().half()):
             _assert_same_bits(_compiled(fn, arg), fn(arg))
+
+
+def test_a_short_sum_walk_stages_its_half_loads_as_floats():
+    """A float16 or bfloat16 load in a walk that sums a short row made gcc's vectors 32
+    16-bit lanes wide and fold them in order after each row (cpp_staging.py): the walk
+    now converts its chunk into a local float array first. Rows longer than
+    STAGE_MAX_ROW keep their loads; values against eager on odd rows, NaN and inf."""
+    from tests.helpers import check_against_eager
+
+    def fn(x):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:]), x.float().sum(-1)
+
+    for dtype, convert in ((F16, "brrr_f16_to_f32(in0["), (torch.bfloat16, "brrr_bf16_to_f32(in0[")):
+        src = _source(fn, torch.randn(64, 100).to(dtype))
+        assert "float sh_v" in src and convert in src and "= sh_v" in src, src
+        assert "float sh_v" not in _source(fn, torch.randn(8, 300).to(dtype))
+        for shape in ((64, 100), (3, 7, 33), (5, 256), (2, 1), (0, 40)):
+            x = torch.randn(shape).to(dtype)
+            if x.numel() >= 2:
+                x.view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
+            check_against_eager(fn, x, grad=False, kernels=x.numel() > 0)
