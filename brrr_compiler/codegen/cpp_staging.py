@@ -53,46 +53,52 @@ import torch
 from brrr_compiler.kernel_ir import Stmt
 from brrr_compiler.schedule.rows import bool_stores, byte_loads, half_loads
 
+
 def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
           indent: str, bits: int) -> tuple[list[str], list[Stmt], list[str]]:
     """Lines that copy each byte load of `body` over [lo, hi) of `inner` (at most
     `chunk` values) into a local array of `bits`-wide integers (the schedule's lane
-    width, CppSchedule.staged), `body` reading those arrays instead and storing its bools
-    into such arrays, and the lines after the loop that copy those to their buffers."""
-    arrays: dict = {}
+    width, CppSchedule.staged) and each half load into a float array, `body` reading
+    those arrays instead and storing its bools into integer arrays, and the lines after
+    the loop that copy those to their buffers."""
+    loads: dict = {}
     for s in byte_loads(body):
-        arrays.setdefault((s.buffer, s.index), f"st_{s.out}")
+        loads.setdefault((s.buffer, s.index), f"st_{s.out}")
     halves = {(s.buffer, s.index): (f"sh_{s.out}", s.dtype) for s in half_loads(body)}
     stores = {(s.buffer, s.index): f"ss_{s.args[0]}" for s in bool_stores(body)}
-    if not arrays and not stores and not halves:
+    if not loads and not stores and not halves:
         return [], body, []
     lane = {32: torch.int32, 64: torch.int64}[bits]
+
+    def copy(dst: str, src: str) -> list[str]:
+        return [f"{indent}#pragma omp simd",
+                f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) {dst} = {src};"]
+
+    at = f"[{inner} - st_lo]"
     lines = [f"{indent}const int64_t st_lo = {lo};"]
-    for (buffer, index), name in arrays.items():
-        lines += [f"{indent}int{bits}_t {name}[{chunk}];",
-                  f"{indent}#pragma omp simd",
-                  f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
-                  f"{name}[{inner} - st_lo] = {buffer}[{cexpr(index)}];"]
+    for (buffer, index), name in loads.items():
+        lines += [f"{indent}int{bits}_t {name}[{chunk}];"] + copy(name + at, f"{buffer}[{cexpr(index)}]")
     for (buffer, index), (name, dtype) in halves.items():
         convert = "brrr_f16_to_f32" if dtype is torch.float16 else "brrr_bf16_to_f32"
-        lines += [f"{indent}float {name}[{chunk}];",
-                  f"{indent}#pragma omp simd",
-                  f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
-                  f"{name}[{inner} - st_lo] = {convert}({buffer}[{cexpr(index)}]);"]
+        lines += [f"{indent}float {name}[{chunk}];"] + \
+            copy(name + at, f"{convert}({buffer}[{cexpr(index)}])")
     lines += [f"{indent}int{bits}_t {name}[{chunk}];" for name in dict.fromkeys(stores.values())]
-    at = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
-    staged = [_read(s, arrays[(s.buffer, s.index)], at, lane)
-              if s.op == "load" and (s.buffer, s.index) in arrays else
-              dataclasses.replace(s, buffer=halves[(s.buffer, s.index)][0], index=at,
-                                  dtype=torch.float32)
-              if s.op == "load" and (s.buffer, s.index) in halves else
-              dataclasses.replace(s, buffer=stores[(s.buffer, s.index)], index=at, dtype=lane)
-              if s.op == "store" and (s.buffer, s.index) in stores else s for s in body]
-    after = [line for (buffer, index), name in stores.items()
-             for line in (f"{indent}#pragma omp simd",
-                          f"{indent}for (int64_t {inner} = st_lo; {inner} < {hi}; ++{inner}) "
-                          f"{buffer}[{cexpr(index)}] = (uint8_t){name}[{inner} - st_lo];")]
-    return lines, staged, after
+    after = [ln for (buffer, index), name in stores.items()
+             for ln in copy(f"{buffer}[{cexpr(index)}]", f"(uint8_t){name}{at}")]
+    position = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
+    return lines, [_staged(s, loads, halves, stores, position, lane) for s in body], after
+
+
+def _staged(s: Stmt, loads: dict, halves: dict, stores: dict, at, lane: torch.dtype) -> Stmt:
+    """`s` reading or writing its staged array, if it has one."""
+    key = (s.buffer, s.index)
+    if s.op == "load" and key in loads:
+        return _read(s, loads[key], at, lane)
+    if s.op == "load" and key in halves:
+        return dataclasses.replace(s, buffer=halves[key][0], index=at, dtype=torch.float32)
+    if s.op == "store" and key in stores:
+        return dataclasses.replace(s, buffer=stores[key], index=at, dtype=lane)
+    return s
 
 
 def _read(load: Stmt, array: str, at, lane: torch.dtype) -> Stmt:
