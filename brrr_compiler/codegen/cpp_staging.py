@@ -86,10 +86,10 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     after = [ln for (buffer, index), name in stores.items()
              for ln in copy(f"{buffer}[{cexpr(index)}]", f"(uint8_t){name}{at}")]
     position = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
-    return lines, [_staged(s, loads, halves, stores, position, lane) for s in body], after
+    return lines, [_restaged(s, loads, halves, stores, position, lane) for s in body], after
 
 
-def _staged(s: Stmt, loads: dict, halves: dict, stores: dict, at, lane: torch.dtype) -> Stmt:
+def _restaged(s: Stmt, loads: dict, halves: dict, stores: dict, at, lane: torch.dtype) -> Stmt:
     """`s` reading or writing its staged array, if it has one."""
     key = (s.buffer, s.index)
     if s.op == "load" and key in loads:

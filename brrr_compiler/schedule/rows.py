@@ -133,20 +133,23 @@ def half_loads(body: list[Stmt]) -> list[Stmt]:
 
 
 def _plain_loads(body: list[Stmt], dtypes: frozenset) -> list[Stmt]:
-    computed = {s.out for s in body if s.out is not None}
     stored = {s.buffer for s in body if s.op == "store"}
-    return [s for s in body if s.op == "load" and s.dtype in dtypes
-            and s.buffer not in stored
-            and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
+    return [s for s in _plainly_indexed(body, "load")
+            if s.dtype in dtypes and s.buffer not in stored]
 
 
 def bool_stores(body: list[Stmt]) -> list[Stmt]:
     """The stores of bools in `body` (a comparison's mask, as bytes) indexed by loop
     variables and sizes alone, to buffers `body` does not load."""
-    computed = {s.out for s in body if s.out is not None}
     loaded = {s.buffer for s in body if s.op == "load"}
-    return [s for s in body if s.op == "store" and s.dtype is torch.bool
-            and s.buffer not in loaded
+    return [s for s in _plainly_indexed(body, "store")
+            if s.dtype is torch.bool and s.buffer not in loaded]
+
+
+def _plainly_indexed(body: list[Stmt], op: str) -> list[Stmt]:
+    """The `op` statements of `body` whose index uses no value the body computes."""
+    computed = {s.out for s in body if s.out is not None}
+    return [s for s in body if s.op == op
             and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed]
 
 
@@ -154,8 +157,9 @@ def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
     """(phase, lane bits) of the loop phases whose chunks copy their byte loads (masks)
     to integer lanes (and half loads to floats) first, and their bool stores from such
     lanes after: a float sum or product, folded in order lane by lane, over a short
-    static row, and any phase that calls libm (codegen/cpp_staging.py has the note). Lanes are 64-bit where the phase computes in double, else 32-bit. Argmax and
-    argmin loops are scalar anyway."""
+    static row, and any phase that calls libm (codegen/cpp_staging.py has the note).
+    Lanes are 64-bit where the phase computes in double, else 32-bit. Argmax and argmin
+    loops are scalar anyway."""
     rr = k.reduction_ranges
     row = sympy.sympify(rr[-1] if k.reduction_vars else sympy.Mul(*rr))
     short = bool(row.is_Integer and int(row) <= STAGE_MAX_ROW)
