@@ -43,6 +43,8 @@ class CppSchedule:
     scratch_rows: tuple[tuple[str, str], ...] = ()   # rows: (scratch, output row holding it)
     online: int | None = None        # rows: first of the two phases folded in one walk
     staged: tuple[tuple[int, int], ...] = ()   # rows: (phase, lane bits) staging byte loads
+    sum_lanes: tuple[tuple[int, int], ...] = ()   # rows: (phase, lanes) adding its sums in a
+    #                                  block of lanes (codegen/cpp_sum_lanes.py)
     split_min_red: int = SPLIT_MIN_RED   # rows: a row this long splits when rows are few
     columns_forks: bool | None = None    # rows: does the column folds' phase fork?
     row_lanes: int = 0               # rows: short rows run this many at a time, one per
@@ -82,6 +84,8 @@ class CppSchedule:
         if self.staged:
             bits = sorted({b for _, b in self.staged})
             parts.append(f"masks staged as int{'/int'.join(map(str, bits))} lanes")
+        if self.sum_lanes:
+            parts.append(f"sums in blocks of {max(n for _, n in self.sum_lanes)} lanes")
         for label, names in (("streams", self.stream), ("prefetches", self.prefetch)):
             if names:
                 parts.append(f"{label} {', '.join(sorted(names))}")

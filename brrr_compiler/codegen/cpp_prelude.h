@@ -389,6 +389,16 @@ template <typename T> static inline T brrr_minimum(T a, T b) { return b < a ? b 
   }
 BRRR_FLOAT_MINMAX(float)
 BRRR_FLOAT_MINMAX(double)
+// The total of a block of L partials (codegen/cpp_sum_lanes.py), folded as a tree: each
+// level adds the upper half onto the lower in vector lanes; in order, one lane at a time,
+// the fold of 64 float partials was a chain of 64 dependent adds.
+template <int L, typename T> static inline T brrr_fold_lanes(T* c) {
+#pragma GCC unroll 8
+  for (int h = L / 2; h > 0; h /= 2) {
+    for (int i = 0; i < h; ++i) c[i] += c[i + h];
+  }
+  return c[0];
+}
 // fmax/fmin: the other side of a NaN (NaN only where both are), flat selects as above
 // prims.fma: one rounding (vfmadd where the target has FMA, libm's fma otherwise)
 static inline float brrr_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }

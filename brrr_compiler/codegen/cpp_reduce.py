@@ -33,6 +33,7 @@ from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_row_lanes import column_lanes, row_lanes
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_staging import stage
+from brrr_compiler.codegen.cpp_sum_lanes import lanes_chunk, lanes_walk
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 from brrr_compiler.schedule.online import pair_at
 from brrr_compiler.schedule.rows import SHORT_ROW
@@ -79,11 +80,12 @@ class ReductionPrinter:
         self.signed = signed_sums(kernel, signs)
 
     def body_lines(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False,
-                   lanes: bool = False) -> list[str]:
+                   lanes: bool = False, acc_sub: str = "") -> list[str]:
         """`lanes`: arg folds update their lane's pair (cpp_arg_lanes.py). `shared`: values
         the split row's threads read from outside their parallel region. A bool among them is declared int: gcc 12 vectorizes no select on a bool
         an OpenMP region reads from its shared block, so the thread's chunk sums ran
-        sequentially (fuzz seed 8091); on an int it selects with a broadcast mask."""
+        sequentially (fuzz seed 8091); on an int it selects with a broadcast mask.
+        `acc_sub`: what indexes a sum's partial (a lane of cpp_sum_lanes.py's block)."""
         out = []
         for s in stmts:
             if s.op != "reduce":
@@ -95,7 +97,7 @@ class ReductionPrinter:
             elif s.value in ARG_FOLDS:
                 out.append(indent + arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
             else:
-                out.append(indent + update(s.value, f"c_{s.out}", s.args[0]))
+                out.append(indent + update(s.value, f"c_{s.out}{acc_sub}", s.args[0]))
                 if s.value in ("max", "min"):
                     out.append(f"{indent}cn_{s.out} |= ({s.args[0]} != {s.args[0]});")
         return out
@@ -159,8 +161,10 @@ class ReductionPrinter:
             chunk = ARG_CHUNK
         if self._staged_bits(phase):     # its masks are copied to arrays of CHUNK lanes
             chunk = min(chunk, CHUNK)
+        lanes = self._of_phase(self.sched.sum_lanes, phase)
+        chunk = lanes_chunk(self, reds, lanes) if lanes else chunk
         inner, m, lines = self.segment_head(indent, lo, hi, chunk)
-        for r in reds:
+        for r in reds if not lanes else ():      # a block of lanes declares its own
             lines += self.acc.decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
         if prefetch:
             lines += self.prefetch.segment(phase, indent + "  ", f"cb - ro * {m}", f"ce - ro * {m}")
@@ -190,9 +194,13 @@ class ReductionPrinter:
     def chunk(self, phase, reds, indent: str, inner: str, m: str, fold: bool = True) -> list[str]:
         """The innermost loop over one segment, its reductions folded into c_* (and then
         into acc_* when `fold`)."""
-        lines, body, after = [], phase.body, []
+        lines, body, after, sub = [], phase.body, [], ""
+        lanes = self._of_phase(self.sched.sum_lanes, phase)
         if any(r.value in ARG_FOLDS for r in reds):
             lines = lane_chunk(self, phase, reds, indent, inner, m)
+        elif lanes:                      # sums in a block of lanes: cpp_sum_lanes.py
+            lines, sub = lanes_walk(self, phase, reds, indent, inner, f"cb - ro * {m}",
+                                    f"ce - ro * {m}", lanes), "[0]"
         else:
             bits = self._staged_bits(phase)
             if bits:                     # masks as int lanes: cpp_staging.py
@@ -205,7 +213,7 @@ class ReductionPrinter:
             lines += self.body_lines(body, indent + "  ", True)
             lines += [f"{indent}}}"] + after
         for r in reds if fold else ():
-            lines += self.acc.combine(r, indent, "c_", "cn_", "ci_")
+            lines += self.acc.combine(r, indent, "c_", "cn_", "ci_", sub)
         return lines
 
     def _staged_bits(self, phase) -> int | None:
@@ -213,8 +221,12 @@ class ReductionPrinter:
         into arrays of CHUNK lanes, so its segments are at most CHUNK long (a min's
         segments of ARG_CHUNK overran them: a kernel that also called cos on a masked
         value wrote past its stack array and never returned, fuzz seed 161391)."""
+        return self._of_phase(self.sched.staged, phase)
+
+    def _of_phase(self, table, phase) -> int | None:
+        """`phase`'s entry in a schedule table of (phase index, value) pairs."""
         at = next(i for i, p in enumerate(self.k.phases) if p is phase)
-        return dict(self.sched.staged).get(at)
+        return dict(table).get(at)
 
     def _split(self, phase, reds, indent: str) -> list[str]:
         """One long row: each thread folds a slice, partials are combined in order."""

@@ -19,6 +19,7 @@ from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import streamed_rows
+from brrr_compiler.schedule.sum_lanes import sum_lane_phases
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
 from brrr_compiler.transforms.loops import inner_varying, linear_coeff
 from brrr_compiler.transforms.scratch import rows_in_outputs, scratch_holders
@@ -63,11 +64,12 @@ def rows(k: Kernel, num_threads: int) -> CppSchedule:
                                                            PARALLEL_MIN_NUMEL)
     stream = frozenset(streamed_rows(printed) - stored)   # a column row is one row of values
     lanes = not stream and lane_rows(printed)   # beats the one-walk pair there
+    online, staged = None if lanes else online_index(printed), _staged(printed)
     return CppSchedule(
         "rows", num_threads, forks=fork, stream=stream,
         prefetch=frozenset(b for b, _ in next_row_loads(printed)),
-        scratch_rows=holders, online=None if lanes else online_index(printed),
-        staged=_staged(printed),
+        scratch_rows=holders, online=online, staged=staged,
+        sum_lanes=() if lanes else sum_lane_phases(printed, staged, online, stream),
         columns_forks=None if red is None else product(red) * num_threads >= PARALLEL_MIN_NUMEL,
         row_lanes=ROW_LANES if lanes else 0)
 

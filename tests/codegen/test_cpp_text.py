@@ -289,7 +289,7 @@ def test_row_kernels_stream_their_last_phase():
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
 
     src = cpp.kernel_source(_kernel(rms, torch.randn(4096, 2048))[1], 2)
-    (FileCheck().check("#pragma omp for schedule(static) nowait").check("reduction(+:")
+    (FileCheck().check("#pragma omp for schedule(static) nowait").check("brrr_fold_lanes<64>(")
      .check("brrr_stream(&out0[").check("brrr_stream_fence();").run(src))
     assert src.count("brrr_stream_fence();") == 2   # once per thread, in both row schedules
 

@@ -1,0 +1,62 @@
+"""Which row-kernel walks add their sums in a block of lanes (codegen/cpp_sum_lanes.py).
+
+An `omp simd reduction(+:c)` loop keeps one vector of partials: each vector add waits
+for the one before it (3-4 cycles on the cores we run on, two loads a cycle), and after
+each chunk gcc folds the lanes one at a time, in order (it may not reassociate a float
+sum). A sum over a row in cache is then bound by that chain, not by loads. A walk named
+here keeps LANES_BYTES of partials per sum instead (four AVX-512 vectors of floats, eight
+AVX2 ones): independent chains the core overlaps, folded as a tree once per chunk.
+
+Phases taken: a row's loop phase whose folds are all floating-point sums, over an
+innermost reduced dim of static extent at least MIN_ROW (shorter rows leave most of a
+block to the remainder loop and pay the tree fold for little), not staged (its masks
+are already copied into lanes of their own), not a phase of the one-walk max and sum of
+exps (its exps, not the adds, bound it), without column folds or streamed stores, and
+without a summand that is the same all along the row (gcc adds those one by one anyway).
+A row of unknown length keeps the one-vector walk: at 200 floats a row (1310 rows, one
+thread) the blocks took a row sum 28 -> 38 us and layer_norm 64 -> 100 (most of each row
+in the remainder loop, a 64-lane fold per row); at 400 they were even, at 512 and above
+ahead: x.sum() over 2M floats 102-111 -> 88-89 us, var_mean over (2048, 1024) 211 -> 168-178,
+layer_norm over (2048, 768) 238-256 -> 203-230 (benchmarks/results/notes.md, "Sums in
+blocks of lanes").
+"""
+from __future__ import annotations
+
+import sympy
+
+from brrr_compiler.kernel_ir import Kernel
+from brrr_compiler.transforms.loops import inner_varying
+
+LANES_BYTES = 256
+MIN_ROW = 512
+
+
+def sum_lane_phases(k: Kernel, staged: tuple, online: int | None,
+                    stream: frozenset) -> tuple[tuple[int, int], ...]:
+    """(phase, lanes per sum) of the loop phases of row kernel `k` (as printed) whose
+    sums add in a block of lanes (module note)."""
+    if not k.reduction_vars:
+        return ()
+    row = sympy.sympify(k.reduction_ranges[-1])
+    if not (row.is_Integer and int(row) >= MIN_ROW):
+        return ()
+    skip = {i for i, _ in staged} | ({online, online + 1} if online is not None else set())
+    inner = k.reduction_vars[-1]
+    out = []
+    for i, p in enumerate(k.phases):
+        reds = [s for s in p.body if s.op == "reduce"]
+        if i in skip or not p.loop or p.once or not reds or any(
+                r.value != "sum" or not r.dtype.is_floating_point for r in reds):
+            continue
+        if any(s.op == "column_reduce" or (s.op == "store" and s.buffer in stream)
+               for s in p.body) or _invariant_summand(p.body, inner):
+            continue
+        widest = max(r.dtype.itemsize for r in reds)
+        out.append((i, LANES_BYTES // max(widest, 4)))
+    return tuple(out)
+
+
+def _invariant_summand(body, var) -> bool:
+    """Some sum of `body` adds a value that does not depend on the loop variable `var`."""
+    varying = inner_varying(body, str(var))
+    return any(s.op == "reduce" and s.args and s.args[0] not in varying for s in body)

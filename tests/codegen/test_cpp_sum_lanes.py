@@ -1,0 +1,86 @@
+"""Sums in blocks of lanes (schedule/sum_lanes.py, codegen/cpp_sum_lanes.py): which walks
+take them, the text they print, and their values against eager on odd lengths, rows split
+across threads, stores beside the sum, double sums, NaN, inf and zero-size rows."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import FileCheck
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.lower.group import lower_group
+from brrr_compiler.schedule.sum_lanes import MIN_ROW
+from tests.helpers import check_against_eager, plan_of
+
+
+def _source(fn, *args) -> str:
+    plan = plan_of(fn, *args)
+    assert len(plan.groups) == 1, str(plan)
+    g = plan.groups[0]
+    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+
+
+def test_a_long_row_sum_adds_in_a_block_of_lanes_folded_as_a_tree():
+    src = _source(lambda x: x.sum(-1), torch.randn(64, 1000))
+    (FileCheck().check("float c_v1[64];")
+     .check("for (; lb + 64 <= ce - ro * m0; lb += 64) {")
+     .check("c_v1[lane] += v0;").check("lane < ce - ro * m0 - lb")
+     .check("brrr_fold_lanes<64>(c_v1);").check("acc_v1 += c_v1[0];").run(src))
+    assert "reduction(+:" not in src, src
+
+
+def test_a_cancelling_sum_keeps_sixteen_values_a_lane_and_a_sum_of_squares_sixty_four():
+    assert "cb + 1024," in _source(lambda x: x.sum(-1), torch.randn(8, 5000))
+    assert "cb + 4096," in _source(lambda x: (x * x).sum(-1), torch.randn(8, 5000))
+
+
+def test_double_sums_keep_thirty_two_lanes():
+    src = _source(lambda x: x.sum(-1), torch.randn(8, 700, dtype=torch.float64))
+    assert "double c_v1[32];" in src and "brrr_fold_lanes<32>(" in src, src
+
+
+@pytest.mark.parametrize("fn,n", [(lambda x: x.sum(-1), MIN_ROW - 1),
+                                  (lambda x: x.amax(-1), 2048),
+                                  (lambda x: x.softmax(-1), 2048)],
+                         ids=["short", "max", "softmax"])
+def test_walks_not_taken(fn, n):
+    """Short rows, maxes and the one-walk max and sum of exps keep their simd reductions."""
+    src = _source(fn, torch.randn(16, n))
+    assert "brrr_fold_lanes" not in src and "reduction(" in src, src
+
+
+@pytest.mark.parametrize("n", [512, 513, 575, 1000, 1023, 1025, 4099])
+def test_row_sums_match_eager_at_odd_lengths(n):
+    x = torch.randn(7, n, generator=torch.Generator().manual_seed(n))
+    check_against_eager(lambda t: (t.sum(-1), t.mean(-1, keepdim=True) * t), x, grad=False)
+
+
+def test_layer_norm_with_gradients():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(33, 777, generator=g, requires_grad=True)
+    w, b = (torch.randn(777, generator=g, requires_grad=True) for _ in range(2))
+    check_against_eager(lambda x, w, b: (F.layer_norm(x, (777,), w, b) * 1.5).sum(), x, w, b)
+
+
+def test_one_long_row_split_across_threads():
+    """A full sum past the split size: each thread folds its slice in blocks. Judged
+    against float64 where it misses eager's tolerance: this one is nearer the exact sum
+    than eager's (2.7e-5 off, eager 1.8e-4)."""
+    x = torch.randn(3 * 65536 + 77, generator=torch.Generator().manual_seed(2))
+    check_against_eager(lambda t: (t.sum(), (t * 2 - 1).sum()), x, grad=False, reference=True)
+
+
+def test_double_and_nan_inf_and_zero_rows():
+    x = torch.randn(5, 1030, dtype=torch.float64)
+    check_against_eager(lambda t: t.sum(-1), x, grad=False)
+    y = torch.randn(6, 600)
+    y[1, 5], y[2, 599], y[3, 0], y[3, 1], y[4, 100] = float("nan"), float("inf"), float("inf"), \
+        -float("inf"), -float("inf")
+    check_against_eager(lambda t: (t.sum(-1), t.mean(-1)), y, grad=False)
+    check_against_eager(lambda t: t.sum(-1), torch.randn(0, 600), grad=False, kernels=False)
+
+
+def test_stores_beside_the_sum():
+    """A walk that also stores (a scaled copy) writes every element once, blocks and
+    remainder alike."""
+    x = torch.randn(9, 1111, generator=torch.Generator().manual_seed(3))
+    check_against_eager(lambda t: ((t * 3).sum(-1), t * 3 + 1), x, grad=False)
