@@ -242,15 +242,16 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
         computed, names = condition_lines(k, conds, before, lambda s: stmt_line(s, dtypes), "    ")
         loop += computed
         before |= names
-        loop += copies(conds, _inner_loops(k, pieces, set(sched.stream), before), "    ")
+        loop += copies(conds, _inner_loops(k, pieces, set(sched.stream), before, sched.prefetch), "    ")
     else:
-        loop += _inner_loops(k, pieces, set(sched.stream), before)
+        loop += _inner_loops(k, pieces, set(sched.stream), before, sched.prefetch)
     loop.append("  }")
     cond = f"nwork * (n_inner < tile ? n_inner : tile) >= {sched.min_parallel} && nwork > 1"
     return lines + parallel_loop("  ", sched.threads, cond, sched.forks, loop, bool(sched.stream))
 
 
-def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str]) -> list[str]:
+def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str],
+                 ahead: frozenset = frozenset()) -> list[str]:
     """The innermost loop over [lo, hi), or one loop per piece of it where it splits
     (CppSchedule.pieces: cat's inputs, each a plain contiguous load in its own piece); stores
     to the `stream` buffers, outputs larger than the caches, stream past them
@@ -266,7 +267,7 @@ def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str]) ->
         if stream:
             dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}
             lines += chunked_loop(piece.body, stream, v, start, end,
-                                  lambda s: stmt_line(s, dtypes), cexpr, "    ")
+                                  lambda s: stmt_line(s, dtypes), cexpr, "    ", ahead)
             continue
         if any(staged_halves(piece, piece.body)):      # float16 through F16C: cpp_half.py
             dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}

@@ -23,7 +23,7 @@ from brrr_compiler import scalar_ops
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.schedule import rows
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
-from brrr_compiler.schedule.stream import streamed
+from brrr_compiler.schedule.stream import ahead_loads, streamed
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
 from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_buffers,
                                          reduces_outer_dim)
@@ -76,6 +76,7 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep,
+                       prefetch=ahead_loads(k) if stream else frozenset(),
                        unswitch=() if rep is not None else outer_select_conditions(k))
 
 

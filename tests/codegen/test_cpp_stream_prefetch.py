@@ -1,0 +1,54 @@
+"""Streaming pointwise kernels prefetch their wide input streams ahead of the loop where
+they also read a mask, or read one wide stream only (schedule/stream.py `ahead_loads`,
+codegen/cpp_stream.py): the text, and values against eager at a streamed size with tails."""
+import torch
+from torch.testing import FileCheck
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.codegen.cpp_stream import AHEAD
+from brrr_compiler.lower.group import lower_group
+from tests.helpers import check_against_eager, plan_of
+
+BIG = (4096, 2048)         # 32 MB of float32: its output streams
+
+
+def _source(fn, *args) -> str:
+    plan = plan_of(fn, *args)
+    assert len(plan.groups) == 1, str(plan)
+    g = plan.groups[0]
+    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+
+
+def _prefetched(src: str) -> list[str]:
+    return [ln.split("__builtin_prefetch(&")[1].split("[")[0] for ln in src.splitlines()
+            if "__builtin_prefetch(" in ln]
+
+
+def test_a_masked_kernel_prefetches_its_float_streams_not_its_mask():
+    src = _source(lambda x, y, m: torch.where(m, x, y), torch.randn(BIG), torch.randn(BIG),
+                  torch.rand(BIG) < 0.5)
+    FileCheck().check(f"for (int64_t pf = c0 + {AHEAD}; pf < c1 + {AHEAD}; pf += 16) "
+                      "__builtin_prefetch(&").check("#pragma omp simd").run(src)
+    assert sorted(_prefetched(src)) == ["in1", "in2"], src      # x, y; the mask is in0
+
+
+def test_one_stream_is_prefetched_a_bias_is_not():
+    src = _source(lambda x, b: torch.relu(x + b), torch.randn(BIG), torch.randn(BIG[1]))
+    assert _prefetched(src) == ["in0"], src
+
+
+def test_two_streams_without_a_mask_and_small_outputs_are_left_to_the_hardware():
+    assert not _prefetched(_source(lambda x, y: x + y, torch.randn(BIG), torch.randn(BIG)))
+    small = _source(lambda x, m: x.masked_fill(m, 0.0), torch.randn(64, 2048),
+                    torch.rand(64, 2048) < 0.5)
+    assert "brrr_stream" not in small and not _prefetched(small)
+
+
+def test_prefetched_kernels_match_eager_with_tails():
+    """Odd sizes: the last chunk's prefetches run past the end of the inputs (a prefetch
+    does not fault) and its values are still eager's."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4099, 2049, generator=g)
+    m = torch.rand(4099, 2049, generator=g) < 0.3
+    check_against_eager(lambda x, m: x.masked_fill(m, 0.0) * 2.0, x, m, grad=False)
+    check_against_eager(lambda x: x * 1.5 - 2.0, x, grad=False)
