@@ -218,7 +218,11 @@ class OuterReductionPrinter(ReductionPrinter):
                   "    int64_t rest = w / ntiles;"]
         for i in reversed(range(last)):
             lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
+        # a tile as wide as a static row of columns: every tile is whole, and gcc sizes
+        # the tile loops at compile time
+        whole = sympy.sympify(k.ranges[last]) == t
         lines += [f"    const int64_t lo = (w % ntiles) * {t};",
+                  f"    const int64_t bn = {t};" if whole else
                   f"    const int64_t bn = brrr_min_i64(lo + {t}, n{last}) - lo;"]
         lines += self._arrays("    ")
         for p in k.phases:
