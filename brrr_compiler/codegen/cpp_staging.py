@@ -42,6 +42,14 @@ array first (brrr_f16_to_f32 / brrr_bf16_to_f32 in a plain loop): one thread, la
 over (8192, 100) float16 505 -> 412 us, over (8192, 200) bfloat16 720 -> 636, sum over
 (16384, 64) float16 265 -> 210, `x.abs().log1p().sum(-1)` over (1024, 1024) bfloat16
 (a libm walk: staged at any row length) 466 -> 387 (benchmarks/results/notes.md).
+
+A float load that steps along the row by more than one element (a transposed or
+step-sliced input) kept gcc 12 from vectorizing a walk that called libm at all (a double
+walk over rows of 17 with exp, two log1p and an erf, one input read at stride 16): each
+element then called the 8-lane libm kernels one lane at a time, 62 us for 2176 values
+(generated pattern seed 14 at the L1 size). In a staged phase those loads are copied
+into a local array of their own type first (a walk that calls libm with such a load is
+staged for it alone): 12.5 us. The copy keeps values as they are.
 """
 from __future__ import annotations
 
@@ -51,7 +59,8 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import Stmt
-from brrr_compiler.schedule.rows import bool_stores, byte_loads, half_loads
+from brrr_compiler.codegen.cpp_types import CTYPE
+from brrr_compiler.schedule.rows import bool_stores, byte_loads, half_loads, strided_loads
 
 
 def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
@@ -65,8 +74,10 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     for s in byte_loads(body):
         loads.setdefault((s.buffer, s.index), f"st_{s.out}")
     halves = {(s.buffer, s.index): (f"sh_{s.out}", s.dtype) for s in half_loads(body)}
+    strided = {} if isinstance(inner, str) else \
+        {(s.buffer, s.index): (f"sd_{s.out}", s.dtype) for s in strided_loads(body, inner)}
     stores = {(s.buffer, s.index): f"ss_{s.args[0]}" for s in bool_stores(body)}
-    if not loads and not stores and not halves:
+    if not loads and not stores and not halves and not strided:
         return [], body, []
     lane = {32: torch.int32, 64: torch.int64}[bits]
 
@@ -82,6 +93,10 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
         convert = "brrr_f16_to_f32" if dtype is torch.float16 else "brrr_bf16_to_f32"
         lines += [f"{indent}float {name}[{chunk}];"] + \
             copy(name + at, f"{convert}({buffer}[{cexpr(index)}])")
+    for (buffer, index), (name, dtype) in strided.items():
+        lines += [f"{indent}{CTYPE[dtype]} {name}[{chunk}];"] + \
+            copy(name + at, f"{buffer}[{cexpr(index)}]")
+    halves.update(strided)         # read back as arrays of their own type
     lines += [f"{indent}int{bits}_t {name}[{chunk}];" for name in dict.fromkeys(stores.values())]
     after = [ln for (buffer, index), name in stores.items()
              for ln in copy(f"{buffer}[{cexpr(index)}]", f"(uint8_t){name}{at}")]
@@ -95,7 +110,8 @@ def _restaged(s: Stmt, loads: dict, halves: dict, stores: dict, at, lane: torch.
     if s.op == "load" and key in loads:
         return _read(s, loads[key], at, lane)
     if s.op == "load" and key in halves:
-        return dataclasses.replace(s, buffer=halves[key][0], index=at, dtype=torch.float32)
+        dtype = s.dtype if s.dtype in (torch.float32, torch.float64) else torch.float32
+        return dataclasses.replace(s, buffer=halves[key][0], index=at, dtype=dtype)
     if s.op == "store" and key in stores:
         return dataclasses.replace(s, buffer=stores[key], index=at, dtype=lane)
     return s

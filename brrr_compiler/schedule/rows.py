@@ -34,6 +34,7 @@ MAX_TILE_BYTES = 96 * 1024   # all tile arrays of a thread, at 8 bytes per eleme
 SMALL_BYTES = 1 << 20
 BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
 HALF_TYPES = frozenset({torch.float16, torch.bfloat16})
+FLOAT_TYPES = frozenset({torch.float32, torch.float64})
 STAGE_MAX_ROW = 256          # rows longer than this keep their byte loads (codegen/cpp_staging.py)
 IN_ORDER_FOLDS = frozenset({"sum", "prod"})
 
@@ -148,6 +149,15 @@ def bool_stores(body: list[Stmt]) -> list[Stmt]:
             if s.dtype is torch.bool and s.buffer not in loaded]
 
 
+def strided_loads(body: list[Stmt], inner) -> list[Stmt]:
+    """The float32/float64 loads of `body` that step along the loop variable `inner` by
+    other than 0 or 1 element (a transposed or step-sliced input), indexed as byte_loads'
+    are: in a walk that calls libm such a load left gcc 12's loop scalar (a load at
+    stride 16 beside exp, log1p and erf; codegen/cpp_staging.py)."""
+    return [s for s in _plain_loads(body, FLOAT_TYPES)
+            if linear_coeff(s.index, inner, (inner,)) not in (None, 0, 1)]
+
+
 def _plainly_indexed(body: list[Stmt], op: str) -> list[Stmt]:
     """The `op` statements of `body` whose index uses no value the body computes."""
     computed = {s.out for s in body if s.out is not None}
@@ -166,15 +176,18 @@ def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
     row = sympy.sympify(rr[-1] if k.reduction_vars else sympy.Mul(*rr))
     short = bool(row.is_Integer and int(row) <= STAGE_MAX_ROW)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
+    inner = k.reduction_vars[-1] if k.reduction_vars else None
     out = []
     for i, p in enumerate(k.phases):
         reds = [s for s in p.body if s.op == "reduce"]
-        if not p.loop or not (byte_loads(p.body) or bool_stores(p.body)
-                              or half_loads(p.body)) or \
-                any(r.value in ARG_FOLDS for r in reds):
+        if not p.loop or any(r.value in ARG_FOLDS for r in reds):
+            continue
+        libm = _calls_libm(p.body, dtypes)
+        if not (byte_loads(p.body) or bool_stores(p.body) or half_loads(p.body)
+                or (libm and inner is not None and strided_loads(p.body, inner))):
             continue
         in_order = any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)
-        if (short and in_order) or _calls_libm(p.body, dtypes):
+        if (short and in_order) or libm:
             out.append((i, 64 if any(s.dtype is torch.float64 for s in p.body if s.out)
                         else 32))
     return tuple(out)
