@@ -32,8 +32,8 @@ from brrr_compiler.log import fallback, logger, warn_once
 from brrr_compiler.lowered_count import LoweredCount
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.partition import PolicyError, partition
-from brrr_compiler.runtime import (cache, script, segments, tangents, toolchain, trampoline,
-                                   triton_launch)
+from brrr_compiler.runtime import (cache, inplace, script, segments, tangents, toolchain,
+                                   trampoline, triton_launch)
 from brrr_compiler.runtime.autotune import Autotuner
 from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
@@ -249,10 +249,12 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
     Config.libm."""
     kernels, specs, printed, schedules = {}, {}, {}, {}
     sources = size_sources(plan.graph.graph)
+    backs = inplace.write_backs(plan.graph.graph)
     for g in plan.groups:
         try:
             k = lower_group(g, g.name, use_scratch=(target == "cpp"),
                             round_results=(low_precision == "eager"), libm=libm)
+            k.may_alias = inplace.may_alias(g, k, backs)
             if verify_ir:
                 verify(k)
             sched = choose_schedule(k, "cpp" if target == "cpp" else "triton", num_threads)

@@ -88,6 +88,9 @@ class Kernel:
     # the thread working on the row): an expensive value computed in one loop phase is
     # stored there and re-read by later loop phases instead of being recomputed
     scratch: list[Buffer] = field(default_factory=list)
+    # buffers the runner may pass one tensor for (an input and the output written back
+    # into it, stored in place: runtime/inplace.py): printed without __restrict
+    may_alias: frozenset = frozenset()
 
     @property
     def body(self) -> list[Stmt]:

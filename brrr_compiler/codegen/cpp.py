@@ -190,7 +190,8 @@ def signature(k: Kernel) -> str:
     params = []
     for b in k.buffers:
         qual = "" if b.is_output else "const "
-        params.append(f"{qual}{STORAGE[b.dtype]}* __restrict {b.name}")
+        restrict = "" if b.name in k.may_alias else " __restrict"   # Kernel.may_alias
+        params.append(f"{qual}{STORAGE[b.dtype]}*{restrict} {b.name}")
     params += [f"int64_t {s}" for s in k.size_vars]
     wide = "BRRR_WIDE " if wide_vectors(k) else ""     # the prelude's note on BRRR_WIDE
     return f'extern "C" {wide}void {k.name}({", ".join(params)})'

@@ -46,6 +46,20 @@ def write_backs(graph: torch.fx.Graph) -> list[tuple]:
             if targets.count(c.args[0]) == 1 and isinstance(c.args[1], torch.fx.Node)]
 
 
+def may_alias(group, kernel, backs: list[tuple]) -> frozenset[str]:
+    """The buffers of `kernel` (lowered from `group`) that plan() may make one tensor: an
+    input x and the output whose value `backs` (write_backs) writes into x. Their
+    pointers must not be `__restrict`: with them so, gcc 12 re-read an input after the
+    store of the same element, as a memory operand (`x0[m] = 0; lerp(x0, x0_old + 2,
+    0.25)` came out wrong: fuzz seed 177653). Without it, the kernel's `omp simd` loops
+    still vectorize (each element read before it is stored, in the same iteration)."""
+    names: set = set()
+    for _, x, value in backs:
+        if x in group.inputs and value in group.outputs:
+            names |= {b.name for b in kernel.buffers if b.origin in (x.name, value.name)}
+    return frozenset(names)
+
+
 def _same_layout(x, v) -> bool:
     return (x.shape == v.shape and x.dtype == v.dtype and x.device == v.device
             and all(a == b for n, a, b in zip(x.shape, x.stride(), v.stride()) if n > 1)

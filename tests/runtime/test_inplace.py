@@ -87,3 +87,20 @@ def test_the_old_value_read_after_the_update_is_ordered_before_it():
 
 def test_an_output_view_of_the_updated_input():
     check_against_eager(lambda x: x.add_(1).view(-1)[:5], _x(8, 8), grad=False, strict=True)
+
+
+def test_the_old_value_and_the_new_in_one_in_place_kernel():
+    """The kernel stores x's new value into x and reads x's old value for another output
+    in the same iteration: x's pointer and the output's are not `__restrict` (gcc 12
+    re-read x after the store when they were: fuzz seed 177653, wrong values)."""
+    def fn(x, m, y):
+        old = x + 2.0
+        x[m] = 0.0
+        return torch.lerp(x, old, 0.25).transpose(2, 1).to(torch.bfloat16) / (y.abs() + 1)
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(7, 1, 16, dtype=torch.float64, generator=g)
+    m = torch.rand(7, 1, 16, generator=g) > 0.5
+    y = torch.randn(1, 2, 16, dtype=torch.float64, generator=g).transpose(-1, -2)
+    assert _in_place(fn, x, m, y)
+    check_against_eager(fn, x, m, y.requires_grad_(), strict=True)
