@@ -33,11 +33,11 @@ import dataclasses
 import sympy
 
 from brrr_compiler.kernel_ir import Stmt
+from brrr_compiler.schedule.rows import LINE_BYTES
 from brrr_compiler.transforms.loops import linear_coeff
 
 CHUNK = 256                     # values staged per streamed store (<= 2 KB: stays in L1)
 AHEAD = 2048                    # elements a prefetched input is asked for ahead of the loop
-LINE = 64
 
 
 def chunked_loop(body: list[Stmt], buffers: set[str], var, start: str, end: str,
@@ -78,6 +78,6 @@ def _prefetches(body: list[Stmt], ahead: frozenset, var, cexpr, indent: str) -> 
             continue
         seen.add(key)
         lines.append(f"{indent}for (int64_t pf = c0 + {AHEAD}; pf < c1 + {AHEAD}; "
-                     f"pf += {LINE // s.dtype.itemsize}) "
+                     f"pf += {LINE_BYTES // s.dtype.itemsize}) "
                      f"__builtin_prefetch(&{s.buffer}[{cexpr(s.index.subs(var, pf))}], 0, 0);")
     return lines

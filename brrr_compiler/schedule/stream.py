@@ -62,7 +62,6 @@ def _contiguous_stores(k: Kernel, inner, numel: int) -> set[str]:
 
 
 
-
 def ahead_loads(k: Kernel) -> frozenset[str]:
     """The inputs a streaming pointwise kernel prefetches ahead of its inner loop
     (codegen/cpp_stream.py has the note): its streams of 4-byte or wider values (loads
