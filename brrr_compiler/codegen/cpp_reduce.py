@@ -14,6 +14,7 @@ A row's max and sum of exps may fold in one walk (cpp_online.py). A fold across 
 `reduce` in a scalar phase) keeps one partial per thread; after all rows the partials
 are combined in thread order (so results do not depend on timing) and the `once` phase
 runs. Column folds keep a partial row per thread, combined likewise (cpp_columns.py).
+Fewer rows than threads: the threads share a row (cpp_split_row.py).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_row_lanes import column_lanes, row_lanes
+from brrr_compiler.codegen.cpp_split_row import split_folds, split_plain
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.codegen.cpp_sum_lanes import lanes_chunk, lanes_walk
@@ -52,7 +54,6 @@ CHUNK = 1024
 SUM_CHUNK = 256
 # Selecting folds lose nothing to long chunks; arg folds pay a lane combine per chunk
 ARG_CHUNK = 8192
-SPLIT_SLICE = 16384     # a split row's non-reducing loop phase: the slice a thread takes
 
 
 class ReductionPrinter:
@@ -110,16 +111,16 @@ class ReductionPrinter:
     def loop_phase(self, phase: Phase, indent: str, split: bool = False) -> list[str]:
         reds = [s for s in phase.body if s.op == "reduce"]
         if not reds:
-            return self._split_plain(phase, indent) if split else \
-                self._segments(phase, [], indent, "0", "n_red", prefetch=True)
+            return split_plain(self, phase, indent) if split else \
+                self.segments(phase, [], indent, "0", "n_red", prefetch=True)
         lines = [ln for r in reds for ln in self.acc.decls(r, indent, "acc_", "nan_", "ai_")]
         short = None if split else self._short_row(phase, reds, indent)
         if short is not None:
             lines += short
         elif not split:
-            lines += self._segments(phase, reds, indent, "0", "n_red", prefetch=True)
+            lines += self.segments(phase, reds, indent, "0", "n_red", prefetch=True)
         else:
-            lines += self._split(phase, reds, indent)
+            lines += split_folds(self, phase, reds, indent)
         return lines + [indent + self.acc.finish(r) for r in reds]
 
     def _short_row(self, phase, reds, indent: str) -> list[str] | None:
@@ -138,14 +139,7 @@ class ReductionPrinter:
         lines += self.body_lines(phase.body, indent + "  ", True) + [f"{indent}}}"]
         return lines + [ln for r in reds for ln in self.acc.combine(r, indent, "c_", "cn_", "ci_")]
 
-    def _split_plain(self, phase, indent: str) -> list[str]:
-        """A loop phase without reductions over one long row: threads take slices."""
-        return ([f"{indent}#pragma omp parallel for num_threads({self.threads}) schedule(static)",
-                 f"{indent}for (int64_t sb = 0; sb < n_red; sb += {SPLIT_SLICE}) {{",
-                 f"{indent}  const int64_t se = brrr_min_i64(sb + {SPLIT_SLICE}, n_red);"]
-                + self._segments(phase, [], indent + "  ", "sb", "se", fence=True) + [f"{indent}}}"])
-
-    def _segments(self, phase, reds, indent: str, lo: str, hi: str,
+    def segments(self, phase, reds, indent: str, lo: str, hi: str,
                   prefetch: bool = False, fence: bool = False) -> list[str]:
         """Walk [lo, hi) of the flattened reduced dims in segments of at most CHUNK
         elements that never cross a row of the innermost reduced dim, so the innermost
@@ -227,28 +221,6 @@ class ReductionPrinter:
         """`phase`'s entry in a schedule table of (phase index, value) pairs."""
         at = next(i for i, p in enumerate(self.k.phases) if p is phase)
         return dict(table).get(at)
-
-    def _split(self, phase, reds, indent: str) -> list[str]:
-        """One long row: each thread folds a slice, partials are combined in order."""
-        nt = self.threads
-        lines = [ln for r in reds for ln in self.acc.partials(r, indent, nt)]
-        lines += [f"{indent}#pragma omp parallel num_threads({nt})", f"{indent}{{",
-                  f"{indent}  const int64_t tid = omp_get_thread_num(), nth = omp_get_num_threads();",
-                  f"{indent}  const int64_t per = (n_red + nth - 1) / nth;",
-                  f"{indent}  const int64_t r_lo = brrr_min_i64(tid * per, n_red), r_hi = brrr_min_i64(r_lo + per, n_red);"]
-        for r in reds:
-            lines += self.acc.decls(r, indent + "  ", "acc_", "nan_", "ai_")
-        lines += self._segments(phase, reds, indent + "  ", "r_lo", "r_hi")
-        for r in reds:
-            lines.append(f"{indent}  sp_{r.out}[tid] = acc_{r.out};")
-            if r.value in ("max", "min"):
-                lines.append(f"{indent}  spn_{r.out}[tid] = nan_{r.out};")
-            if r.value in ARG_FOLDS:
-                lines.append(f"{indent}  spi_{r.out}[tid] = ai_{r.out};")
-        lines += [f"{indent}}}", f"{indent}for (int t = 0; t < {nt}; ++t) {{"]
-        for r in reds:
-            lines += self.acc.combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")
-        return lines + [f"{indent}}}"]
 
     def row_lines(self, indent: str, split: bool) -> list[str]:
         k = self.k
