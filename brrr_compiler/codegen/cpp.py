@@ -144,12 +144,17 @@ def op_expr(s: Stmt, args: list[str], arg_dtypes: list[torch.dtype]) -> str:
     return form.format(*args, f=_suffix(dt), ct=CTYPE[dt])
 
 
-def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype], decl: str | None = None) -> str:
+def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype], decl: str | None = None,
+              bits: frozenset[str] = frozenset()) -> str:
     """One statement as one line of C++; `decl`: the declared type of its value, when
-    not its dtype's C type (a bool held in an int: cpp_reduce.py's shared values)."""
+    not its dtype's C type (a bool held in an int: cpp_reduce.py's shared values);
+    `bits`: stored values whose float16 bits were computed before the loop
+    (cpp_hoist.invariant_bits)."""
     if s.op == "store":
         v = s.args[0]
-        if s.dtype is torch.bfloat16:
+        if v in bits:
+            v = f"{v}_bits"
+        elif s.dtype is torch.bfloat16:
             v = f"brrr_bf16_bits({v})"   # already rounded: see cpp_prelude.h
         elif s.dtype is torch.float16:
             v = f"brrr_f16_bits({v})"    # already rounded: see cpp_prelude_lowp.h

@@ -40,7 +40,7 @@ from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
 from brrr_compiler.codegen.cpp_accumulators import (adds_in_order, arg_update, init_value,
                                                      is_short, update)
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
-from brrr_compiler.codegen.cpp_hoist import column_hoisted
+from brrr_compiler.codegen.cpp_hoist import column_hoisted, invariant_bits
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.kernel_ir import ARG_FOLDS, Phase, Stmt
 from brrr_compiler.schedule.rows import LINE_BYTES, column_prefetch_loads
@@ -82,7 +82,8 @@ class OuterReductionPrinter(ReductionPrinter):
         renamed = Stmt(s.out, s.dtype, s.op, tuple(f"{a}[b]" if a in self.row_level else a
                                                    for a in s.args), s.buffer, index, s.value)
         line = self.stmt_line(renamed, {**self.dtypes, **{f"{a}[b]": self.dtypes[a]
-                                                          for a in self.row_level if a in self.dtypes}})
+                                                          for a in self.row_level if a in self.dtypes}},
+                              bits=self.bits)
         if s.out in self.row_level:
             line = line.replace(f"const {self.ctype[s.dtype]} {s.out} =", f"{s.out}[b] =", 1)
         return line
@@ -108,6 +109,7 @@ class OuterReductionPrinter(ReductionPrinter):
         reds = [s for s in phase.body if s.op == "reduce"]
         once = column_hoisted(self.k, phase.body, self.row_level)   # once per row
         hoisted = {s.out for s in once}
+        converted, self.bits = invariant_bits(phase.body, hoisted, indent + "    ")
         body = []
         for s in phase.body:
             if s.out in hoisted:
@@ -125,12 +127,13 @@ class OuterReductionPrinter(ReductionPrinter):
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
         lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
-        lines += [f"{indent}    {self._stmt(s)}" for s in once]
+        lines += [f"{indent}    {self._stmt(s)}" for s in once] + converted
         lines += self._tile_loop(indent + "    ", body)
         lines += [f"{indent}  }}"]
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])
         lines += [f"{indent}}}"]
         lines += self._tile_loop(indent, [self._final(r) for r in reds])
+        self.bits = frozenset()
         return lines
 
     def _prefetch(self, phase: Phase, indent: str) -> list[str]:

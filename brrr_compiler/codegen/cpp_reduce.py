@@ -28,6 +28,7 @@ from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, CLAUSE, Accumulat
                                                      signed_sums,
                                                      sums_into_totals, update)
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
+from brrr_compiler.codegen.cpp_hoist import invariant_bits
 from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
@@ -79,6 +80,7 @@ class ReductionPrinter:
                                 (invariant_sums(kernel.body, inner) if inner is not None
                                  else frozenset()) | sums_into_totals(kernel, signs))
         self.signed = signed_sums(kernel, signs)
+        self.bits = frozenset()      # while a loop phase prints: cpp_hoist.invariant_bits
 
     def body_lines(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False,
                    lanes: bool = False, acc_sub: str = "") -> list[str]:
@@ -106,9 +108,18 @@ class ReductionPrinter:
     def _line(self, s: Stmt) -> str:
         if s.op == "column_reduce":
             return self.columns.update(s)
-        return self.stmt_line(s, self.dtypes)
+        return self.stmt_line(s, self.dtypes, bits=self.bits)
 
     def loop_phase(self, phase: Phase, indent: str, split: bool = False) -> list[str]:
+        """The walk of one loop phase; values of the row it stores as float16 are
+        converted before it (cpp_hoist.invariant_bits)."""
+        outside = {a for s in phase.body for a in s.args} - {s.out for s in phase.body}
+        converted, self.bits = invariant_bits(phase.body, outside, indent)
+        lines = converted + self._walk(phase, indent, split)
+        self.bits = frozenset()
+        return lines
+
+    def _walk(self, phase: Phase, indent: str, split: bool) -> list[str]:
         reds = [s for s in phase.body if s.op == "reduce"]
         if not reds:
             return split_plain(self, phase, indent) if split else \
