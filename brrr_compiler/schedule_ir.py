@@ -40,6 +40,8 @@ class CppSchedule:
     tile: tuple[int, int] = (0, 0)   # tiled: (outer, inner) block
     column_tile: int = 0             # columns: columns per work item
     prefetch: frozenset[str] = frozenset()     # rows/columns: inputs prefetched ahead
+    gather_rows: tuple[tuple[str, str, int], ...] = ()   # pointwise: gathers within rows
+    #                                  that prefetch their next row (schedule/gather.py)
     scratch_rows: tuple[tuple[str, str], ...] = ()   # rows: (scratch, output row holding it)
     online: int | None = None        # rows: first of the two phases folded in one walk
     staged: tuple[tuple[int, int], ...] = ()   # rows: (phase, lane bits) staging byte loads
@@ -89,6 +91,9 @@ class CppSchedule:
         for label, names in (("streams", self.stream), ("prefetches", self.prefetch)):
             if names:
                 parts.append(f"{label} {', '.join(sorted(names))}")
+        if self.gather_rows:
+            parts.append("next rows of gathers " + ", ".join(g[0] for g in self.gather_rows)
+                         + " prefetched")
         if self.scratch_rows:
             parts.append("scratch in " + ", ".join(f"{o}" for _, o in self.scratch_rows))
         return ", ".join(parts)

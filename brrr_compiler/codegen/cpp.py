@@ -27,7 +27,7 @@ from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_replicate import replicated_loops
 from brrr_compiler.codegen.cpp_half import staged_halves, staged_loop
-from brrr_compiler.codegen.cpp_stream import chunked_loop
+from brrr_compiler.codegen.cpp_stream import NextRows, chunked_loop
 from brrr_compiler.codegen.cpp_tiled import tiled_loops
 from brrr_compiler.codegen.cpp_types import CTYPE, STORAGE
 from brrr_compiler.codegen.cpp_unswitch import condition_lines, copies
@@ -248,21 +248,23 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
         computed, names = condition_lines(k, conds, before, lambda s: stmt_line(s, dtypes), "    ")
         loop += computed
         before |= names
-        loop += copies(conds, _inner_loops(k, pieces, set(sched.stream), before, sched.prefetch), "    ")
+        loop += copies(conds, _inner_loops(k, pieces, sched, before), "    ")
     else:
-        loop += _inner_loops(k, pieces, set(sched.stream), before, sched.prefetch)
+        loop += _inner_loops(k, pieces, sched, before)
     loop.append("  }")
     cond = f"nwork * (n_inner < tile ? n_inner : tile) >= {sched.min_parallel} && nwork > 1"
     return lines + parallel_loop("  ", sched.threads, cond, sched.forks, loop, bool(sched.stream))
 
 
-def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str],
-                 ahead: frozenset = frozenset()) -> list[str]:
+def _inner_loops(k: Kernel, pieces: list, sched: CppSchedule, before: set[str]) -> list[str]:
     """The innermost loop over [lo, hi), or one loop per piece of it where it splits
     (CppSchedule.pieces: cat's inputs, each a plain contiguous load in its own piece); stores
-    to the `stream` buffers, outputs larger than the caches, stream past them
-    (cpp_stream.py). The values named in `before` were computed before the loop."""
-    v = k.loop_vars[-1]
+    to the streamed buffers, outputs larger than the caches, stream past them, and
+    gathers within rows prefetch the next row, in chunks (cpp_stream.py). The values named
+    in `before` were computed before the loop."""
+    v, stream, ahead = k.loop_vars[-1], set(sched.stream), sched.prefetch
+    rows = NextRows(sched.gather_rows, k.loop_vars[-2], f"n{len(k.loop_vars) - 2}",
+                    int(k.ranges[-1])) if sched.gather_rows else None
     lines, known = [], {s.out: s.dtype for s in k.body if s.out in before}
     for j, (a, b, piece) in enumerate(pieces):
         if before:
@@ -270,10 +272,10 @@ def _inner_loops(k: Kernel, pieces: list, stream: set[str], before: set[str],
                 p, body=[s for s in p.body if s.out not in before]) for p in piece.phases])
         start = "lo" if j == 0 else f"brrr_max_i64(lo, {a})"
         end = "hi" if j == len(pieces) - 1 else f"brrr_min_i64(hi, {b})"
-        if stream:
+        if stream or rows:
             dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}
             lines += chunked_loop(piece.body, stream, v, start, end,
-                                  lambda s: stmt_line(s, dtypes), cexpr, "    ", ahead)
+                                  lambda s: stmt_line(s, dtypes), cexpr, "    ", ahead, rows)
             continue
         if any(staged_halves(piece, piece.body)):      # float16 through F16C: cpp_half.py
             dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}

@@ -22,6 +22,7 @@ import torch
 from brrr_compiler import scalar_ops
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.schedule import rows
+from brrr_compiler.schedule.gather import gathered_rows
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import ahead_loads, streamed
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
@@ -77,6 +78,7 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep,
                        prefetch=ahead_loads(k) if stream else frozenset(),
+                       gather_rows=() if pieces or rep is not None else gathered_rows(k),
                        unswitch=() if rep is not None else outer_select_conditions(k))
 
 

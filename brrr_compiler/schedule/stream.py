@@ -77,3 +77,4 @@ def ahead_loads(k: Kernel) -> frozenset[str]:
     wide = {(b, i) for b, i, size in streams if size >= 4}
     masked = any(size == 1 for _, _, size in streams)
     return frozenset(b for b, _ in wide) if masked or len(wide) == 1 else frozenset()
+
