@@ -42,6 +42,10 @@ array first (brrr_f16_to_f32 / brrr_bf16_to_f32 in a plain loop): one thread, la
 over (8192, 100) float16 505 -> 412 us, over (8192, 200) bfloat16 720 -> 636, sum over
 (16384, 64) float16 265 -> 210, `x.abs().log1p().sum(-1)` over (1024, 1024) bfloat16
 (a libm walk: staged at any row length) 466 -> 387 (benchmarks/results/notes.md).
+A float16 row read at unit stride converts with the prelude's brrr_f16_load (AVX-512 or
+F16C's vcvtph2ps, as pointwise loops do) instead of the integer conversion, 2 threads,
+kernels alone: sum over (16384, 64) 183 -> 111 us, var_mean over (2048, 256) 78 -> 36,
+layer_norm over (8192, 100) 265 -> 232, softmax over (4096, 200) 521 -> 506.
 
 A float load that steps along the row by more than one element (a transposed or
 step-sliced input) kept gcc 12 from vectorizing a walk that called libm at all (a double
@@ -61,6 +65,7 @@ import torch
 from brrr_compiler.kernel_ir import Stmt
 from brrr_compiler.codegen.cpp_types import CTYPE
 from brrr_compiler.schedule.rows import bool_stores, byte_loads, half_loads, strided_loads
+from brrr_compiler.transforms.loops import linear_coeff
 
 
 def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
@@ -91,8 +96,12 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
         lines += [f"{indent}int{bits}_t {name}[{chunk}];"] + copy(name + at, f"{buffer}[{cexpr(index)}]")
     for (buffer, index), (name, dtype) in halves.items():
         convert = "brrr_f16_to_f32" if dtype is torch.float16 else "brrr_bf16_to_f32"
-        lines += [f"{indent}float {name}[{chunk}];"] + \
-            copy(name + at, f"{convert}({buffer}[{cexpr(index)}])")
+        lines.append(f"{indent}float {name}[{chunk}];")
+        if dtype is torch.float16 and _unit_stride(index, inner):     # F16C: the note
+            start = sympy.sympify(index).subs(inner, sympy.Symbol("st_lo", integer=True))
+            lines.append(f"{indent}brrr_f16_load({name}, &{buffer}[{cexpr(start)}], {hi} - st_lo);")
+        else:
+            lines += copy(name + at, f"{convert}({buffer}[{cexpr(index)}])")
     for (buffer, index), (name, dtype) in strided.items():
         lines += [f"{indent}{CTYPE[dtype]} {name}[{chunk}];"] + \
             copy(name + at, f"{buffer}[{cexpr(index)}]")
@@ -102,6 +111,11 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
              for ln in copy(f"{buffer}[{cexpr(index)}]", f"(uint8_t){name}{at}")]
     position = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
     return lines, [_restaged(s, loads, halves, stores, position, lane) for s in body], after
+
+
+def _unit_stride(index, inner) -> bool:
+    """Whether `index` steps by one element along `inner` (a loop variable's symbol)."""
+    return not isinstance(inner, str) and linear_coeff(index, inner, (inner,)) == 1
 
 
 def _restaged(s: Stmt, loads: dict, halves: dict, stores: dict, at, lane: torch.dtype) -> Stmt:

@@ -64,13 +64,15 @@ def test_a_short_sum_walk_stages_its_half_loads_as_floats():
     """A float16 or bfloat16 load in a walk that sums a short row made gcc's vectors 32
     16-bit lanes wide and fold them in order after each row (cpp_staging.py): the walk
     now converts its chunk into a local float array first. Rows longer than
-    STAGE_MAX_ROW keep their loads; values against eager on odd rows, NaN and inf."""
+    STAGE_MAX_ROW keep their loads; values against eager on odd rows, NaN and inf.
+    Contiguous float16 rows convert with brrr_f16_load (F16C or AVX-512), bfloat16 with
+    its shift."""
     from tests.helpers import check_against_eager
 
     def fn(x):
         return torch.nn.functional.layer_norm(x, x.shape[-1:]), x.float().sum(-1)
 
-    for dtype, convert in ((F16, "brrr_f16_to_f32(in0["), (torch.bfloat16, "brrr_bf16_to_f32(in0[")):
+    for dtype, convert in ((F16, "brrr_f16_load(sh_v"), (torch.bfloat16, "brrr_bf16_to_f32(in0[")):
         src = _source(fn, torch.randn(64, 100).to(dtype))
         assert "float sh_v" in src and convert in src and "= sh_v" in src, src
         assert "float sh_v" not in _source(fn, torch.randn(8, 300).to(dtype))
@@ -78,4 +80,8 @@ def test_a_short_sum_walk_stages_its_half_loads_as_floats():
             x = torch.randn(shape).to(dtype)
             if x.numel() >= 2:
                 x.view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
+            if x.numel() >= 4:        # subnormal halves
+                x.view(-1)[2:4] = torch.tensor([3e-6, -6e-8])
             check_against_eager(fn, x, grad=False, kernels=x.numel() > 0)
+        x = torch.randn(100, 64).to(dtype).t()          # rows at a stride of 64
+        check_against_eager(fn, x, grad=False)
