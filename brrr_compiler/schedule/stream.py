@@ -60,8 +60,6 @@ def _contiguous_stores(k: Kernel, inner, numel: int) -> set[str]:
             and s.buffer not in read and linear_coeff(s.index, inner, allv) == 1}
 
 
-
-
 def ahead_loads(k: Kernel) -> frozenset[str]:
     """The inputs a streaming pointwise kernel prefetches ahead of its inner loop
     (codegen/cpp_stream.py has the note): its streams of 4-byte or wider values (loads
@@ -77,4 +75,3 @@ def ahead_loads(k: Kernel) -> frozenset[str]:
     wide = {(b, i) for b, i, size in streams if size >= 4}
     masked = any(size == 1 for _, _, size in streams)
     return frozenset(b for b, _ in wide) if masked or len(wide) == 1 else frozenset()
-
