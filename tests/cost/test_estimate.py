@@ -9,6 +9,7 @@ from brrr_compiler.cost.estimate import hit_fraction
 from brrr_compiler.cost.stats import KernelStats, as_int, itemsize, op_cost
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, Stmt, loop_symbol
+from brrr_compiler.lower.group import lower_group
 from brrr_compiler.lowered_count import cost_policy
 from brrr_compiler.schedule import choose
 from tests.helpers import plan_of
@@ -63,11 +64,27 @@ def test_broadcast_operand_counts_its_own_size():
     assert est.bytes == 4 * N * N + 4 * N + 4 * N * N
 
 
-def test_transposed_read_moves_a_cache_line_per_element():
-    est = estimate_group(_only_group(lambda x: x + x.t(), _x(N, N)), TOY)
-    assert est.bytes == 4 * N * N + 64 * N * N + 4 * N * N   # x by rows, by columns, out
+def test_strided_read_moves_a_share_of_a_line_per_element():
     est = estimate_group(_only_group(lambda x: x[:, ::2] + 1, _x(N, 2 * N)), TOY)
     assert est.bytes == 8 * N * N + 4 * N * N         # every other float: half a line used
+
+
+def test_tiled_transpose_reads_its_operand_once():
+    """x + x.t() runs tiled (schedule/cpp.py): x.t()'s blocks are staged, each line read
+    whole, and x and x.t() touch the same elements."""
+    group = _only_group(lambda x: x + x.t(), _x(N, N))
+    assert choose(lower_group(group, "k0", use_scratch=True), "cpp", 1).kind == "tiled"
+    est = estimate_group(group, TOY)
+    assert est.bytes == 4 * N * N + 4 * N * N
+
+
+def test_untiled_transpose_reads_a_share_of_a_line_per_element():
+    """An integer operand transposed over a dim shorter than a transpose block runs
+    pointwise (schedule/cpp.py _short): each element read takes 8 ints of its line."""
+    x = torch.randint(0, 9, (N, 8), dtype=torch.int32)
+    group = _only_group(lambda x: x.t().contiguous() + 1, x)
+    assert choose(lower_group(group, "k0", use_scratch=True), "cpp", 1).kind == "pointwise"
+    assert estimate_group(group, TOY).bytes == 32 * 8 * N + 4 * 8 * N
 
 
 def test_float64_uses_its_rate_and_size():
