@@ -33,7 +33,6 @@ the loop over the tile (cpp_hoist.column_hoisted), not once per column.
 from __future__ import annotations
 
 import sympy
-import torch
 
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
@@ -42,6 +41,7 @@ from brrr_compiler.codegen.cpp_accumulators import (adds_in_order, arg_update, i
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_hoist import column_hoisted, invariant_bits
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
+from brrr_compiler.codegen.cpp_types import held_ctype
 from brrr_compiler.kernel_ir import ARG_FOLDS, Phase, Stmt
 from brrr_compiler.schedule.rows import LINE_BYTES, column_prefetch_loads
 
@@ -186,12 +186,7 @@ class OuterReductionPrinter(ReductionPrinter):
             for s in p.body:
                 if s.out not in self.row_level:
                     continue
-                ct = self.ctype[s.dtype]
-                if s.dtype is torch.bool and s.op != "reduce":
-                    # an int array: gcc 12 vectorizes no tile loop that reads a bool
-                    # array beside float math ("no vectype"): a per-row `where` condition
-                    # kept generated pattern 5's three column walks scalar (4.8x Inductor)
-                    ct = "int"
+                ct = self.ctype[s.dtype] if s.op == "reduce" else held_ctype(s.dtype, self.ctype)
                 t = self.tile
                 lines.append(f"{indent}{ct} {s.out}[{t}];")
                 if s.op == "reduce" and s.value in ARG_FOLDS:

@@ -37,6 +37,7 @@ from brrr_compiler.codegen.cpp_split_row import split_folds, split_plain
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.codegen.cpp_sum_lanes import lanes_chunk, lanes_walk
+from brrr_compiler.codegen.cpp_types import held_ctype
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 from brrr_compiler.schedule.online import pair_at
 from brrr_compiler.schedule.rows import SHORT_ROW
@@ -85,16 +86,15 @@ class ReductionPrinter:
     def body_lines(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False,
                    lanes: bool = False, acc_sub: str = "") -> list[str]:
         """`lanes`: arg folds update their lane's pair (cpp_arg_lanes.py). `shared`: values
-        the split row's threads read from outside their parallel region. A bool among them is declared int: gcc 12 vectorizes no select on a bool
-        an OpenMP region reads from its shared block, so the thread's chunk sums ran
-        sequentially (fuzz seed 8091); on an int it selects with a broadcast mask.
-        `acc_sub`: what indexes a sum's partial (a lane of cpp_sum_lanes.py's block)."""
+        the split row's threads read from outside their parallel region (a bool among them
+        is held as cpp_types.held_ctype says). `acc_sub`: what indexes a sum's partial (a
+        lane of cpp_sum_lanes.py's block)."""
         out = []
         for s in stmts:
             if s.op != "reduce":
-                as_int = shared and s.out and s.dtype is torch.bool and s.op != "column_reduce"
-                out.append(indent + (self.stmt_line(s, self.dtypes, "int") if as_int
-                                     else self._line(s)))
+                held = shared and s.out and s.dtype is torch.bool and s.op != "column_reduce"
+                out.append(indent + (self.stmt_line(s, self.dtypes, held_ctype(s.dtype))
+                                     if held else self._line(s)))
             elif s.value in ARG_FOLDS and lanes:
                 out += lane_update(s.value, s.out, s.args[0], s.args[1], indent)
             elif s.value in ARG_FOLDS:

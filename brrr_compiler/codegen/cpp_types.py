@@ -14,3 +14,16 @@ CTYPE = {
 # and bfloat16 live as their bits in uint16_t, converted by the prelude's integer code
 # (cpp_prelude_lowp.h): gcc 12 vectorizes no conversion of _Float16.
 STORAGE = {**CTYPE, torch.float16: "uint16_t", torch.bfloat16: "uint16_t", torch.bool: "uint8_t"}
+
+# A bool that vector loops read from outside them (a tile array of a column walk, a value a
+# split row's OpenMP region reads from its shared block) is held in an int: gcc 12
+# vectorizes no tile loop that reads a bool array beside float math ("no vectype": a
+# per-row `where` condition kept generated pattern 5's three column walks scalar, 4.8x
+# Inductor's time), and no select on a shared bool (a split row's chunk sums ran
+# sequentially, fuzz seed 8091); on an int it selects with a broadcast mask.
+HELD_BOOL = "int"
+
+
+def held_ctype(dtype: torch.dtype, ctype: dict = CTYPE) -> str:
+    """The C type of a value of `dtype` that vector loops read from outside them."""
+    return HELD_BOOL if dtype is torch.bool else ctype[dtype]
