@@ -21,7 +21,7 @@ from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import streamed_rows
 from brrr_compiler.schedule.sum_lanes import sum_lane_phases
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
-from brrr_compiler.transforms.loops import inner_varying, linear_coeff
+from brrr_compiler.transforms.loops import inner_varying, linear_coeff, loop_dependent
 from brrr_compiler.transforms.scratch import rows_in_outputs, scratch_holders
 
 LINE_BYTES = 64
@@ -258,17 +258,25 @@ def lane_columns(k: Kernel) -> bool:
     repeated columns decide: at 24 and 36-100 columns the lanes took 1.15-1.4x the
     columns schedule's time, at 17-31 other columns 0.4-0.95x; max, min, any and all
     0.15-0.95x at every such width (benchmarks/results/notes.md, "Short columns in
-    vector lanes")."""
+    vector lanes"). float16 loads convert in integer code 8 lanes at a time, so the
+    columns the last block repeats cost more: float16 takes the lanes only where that
+    block repeats fewer than half its columns (31 columns: 1.6-2.9x faster; 17 and 20:
+    1.2-1.8x slower; notes.md, "Means in column lanes"). A constant (a mean's count
+    cast to float) is no value of the row."""
     if not lane_rows(k, LANE_COLUMN_ROWS) or sum(1 for p in k.phases if p.loop) != 1:
         return False
     last, inner, allv = int(static_sizes(k.ranges)[-1]), k.loop_vars[-1], k.all_vars()
-    varying = inner_varying(k.body, str(inner))
-    if any(s.out not in varying for s in k.body if s.op not in ("load", "const", "reduce", "store")):
+    varying, variable = inner_varying(k.body, str(inner)), loop_dependent(k.body)
+    if any(s.out in variable and s.out not in varying
+           for s in k.body if s.op not in ("load", "const", "reduce", "store")):
         return False    # a value of the row each lane would compute again (the columns hoist it)
     selecting = all(s.value in _SELECTING for s in k.body if s.op == "reduce")
     if last < ROW_LANES or last % ROW_LANES == 0 or \
             (not selecting and (last >= 2 * ROW_LANES or last % 8 == 0)):
         return False
+    if last % ROW_LANES < ROW_LANES // 2 and \
+            any(s.op == "load" and s.dtype is torch.float16 for s in k.body):
+        return False    # float16 columns the last block repeats cost their conversion twice
     red, size = k.reduction_vars[0], {b.name: b.dtype.itemsize for b in k.inputs}
     row_bytes = 0
     for s in k.body:

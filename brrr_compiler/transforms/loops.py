@@ -211,6 +211,13 @@ def inner_varying(body: list[Stmt], inner: str) -> set[str]:
     return _reaching(body, lambda s, names: inner in names)
 
 
+def loop_dependent(body: list[Stmt]) -> set[str]:
+    """The SSA values of `body` that depend on a loop variable or on memory (a load, a
+    fold); the others are constants (a mean's count and its cast to float)."""
+    return _reaching(body, lambda s, names: bool(names) or s.op in ("load", "reduce",
+                                                                      "column_reduce"))
+
+
 def reads_buffers(body: list[Stmt], buffers: set[str]) -> set[str]:
     """The SSA values of `body` computed from a load of one of `buffers` (a kernel's own
     outputs: such a value may change within a row, so it is neither hoisted nor tested

@@ -53,6 +53,17 @@ def test_the_schedule_takes_lanes_for_short_narrow_columns_only():
     assert lanes(lambda x: x.amax(1), 400, 9, 50)         # selecting folds: any such width
     assert not lanes(lambda x: x.var(1), 400, 9, 31)      # two walks: the mean first
     assert not lanes(lambda x: x.argmax(1), 400, 9, 31)
+    assert lanes(lambda x: x.mean(1), 400, 9, 20)         # its count, cast to float, is a constant
+
+
+def test_float16_takes_lanes_where_the_last_block_repeats_few_columns():
+    def lanes(fn, *shape, dtype=torch.float16):
+        sched = _schedule(fn, torch.randn(*shape).to(dtype))
+        return sched.kind == "rows" and sched.column_lanes
+    assert lanes(lambda x: x.sum(1), 400, 9, 31)          # the last block repeats 1 column
+    assert not lanes(lambda x: x.sum(1), 400, 9, 20)      # ... 12: their conversions twice
+    assert not lanes(lambda x: x.amax(1), 400, 9, 17)
+    assert lanes(lambda x: x.sum(1), 400, 9, 20, dtype=torch.bfloat16)
     assert "short columns 16 at a time" in _schedule(lambda x: x.amax(1), torch.randn(40, 9, 31)).describe()
 
 
@@ -68,9 +79,10 @@ def test_a_transposed_input_and_strided_output():
     check_against_eager(lambda x: x.amax(1), _x(40, 6, 25), grad=False, strict=True)
 
 
+@pytest.mark.parametrize("cols", [21, 31])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
-def test_other_float_dtypes(dtype):
-    check_against_eager(lambda x: (x.sum(1), x.amax(1)), _x(30, 7, 21, dtype=dtype),
+def test_other_float_dtypes(dtype, cols):
+    check_against_eager(lambda x: (x.sum(1), x.amax(1), x.mean(1)), _x(30, 7, cols, dtype=dtype),
                         grad=False, strict=True)
 
 
