@@ -253,10 +253,12 @@ def lane_columns(k: Kernel) -> bool:
     a kept inner dim of at least ROW_LANES (the last block overlaps the one before: no
     masked tail) where the columns schedule leaves a remainder to gcc's narrower or scalar
     epilogues: not a multiple of ROW_LANES, and, unless every fold selects, under
-    2 * ROW_LANES and not a multiple of 8 (whose remainder one 8-wide epilogue covers).
-    Sums and products convert and add the same values either way, so the overlap's
-    repeated columns decide: at 24 and 36-100 columns the lanes took 1.15-1.4x the
-    columns schedule's time, at 17-31 other columns 0.4-0.95x; max, min, any and all
+    2 * ROW_LANES, not a multiple of 8 (whose remainder one 8-wide epilogue covers) and
+    not ROW_LANES + 1. Sums and products convert and add the same values either way,
+    so the overlap's repeated columns decide: at 24 and 36-100 columns the lanes took
+    1.15-1.4x the columns schedule's time, at 17 (the last block repeats 15 columns,
+    where the columns schedule adds one scalar column) 1.3-1.5x at 4-64 rows, at 18-31
+    other columns 0.4-0.95x (25 over 64 rows 1.2x: left); max, min, any and all
     0.15-0.95x at every such width (benchmarks/results/notes.md, "Short columns in
     vector lanes"). float16 loads convert in integer code 8 lanes at a time, so the
     columns the last block repeats cost more: float16 takes the lanes only where that
@@ -272,7 +274,7 @@ def lane_columns(k: Kernel) -> bool:
         return False    # a value of the row each lane would compute again (the columns hoist it)
     selecting = all(s.value in _SELECTING for s in k.body if s.op == "reduce")
     if last < ROW_LANES or last % ROW_LANES == 0 or \
-            (not selecting and (last >= 2 * ROW_LANES or last % 8 == 0)):
+            (not selecting and (last >= 2 * ROW_LANES or last % 8 == 0 or last == ROW_LANES + 1)):
         return False
     if last % ROW_LANES < ROW_LANES // 2 and \
             any(s.op == "load" and s.dtype is torch.float16 for s in k.body):

@@ -49,6 +49,8 @@ def test_the_schedule_takes_lanes_for_short_narrow_columns_only():
     assert not lanes(lambda x: x.sum(1), 400, 80, 31)     # a long column
     assert not lanes(lambda x: x.sum(1), 400, 9, 50)      # sums: 17-31 columns only
     assert not lanes(lambda x: x.sum(1), 400, 9, 24)      # ... and not 24: one 8-wide epilogue
+    assert not lanes(lambda x: x.sum(1), 400, 9, 17)      # ... nor 17: one scalar column
+    assert lanes(lambda x: x.amax(1), 400, 9, 17)
     assert lanes(lambda x: x.amin(1), 400, 9, 24)
     assert lanes(lambda x: x.amax(1), 400, 9, 50)         # selecting folds: any such width
     assert not lanes(lambda x: x.var(1), 400, 9, 31)      # two walks: the mean first
