@@ -102,8 +102,8 @@ def _uses(s: Stmt, defs: dict) -> list[str]:
 def invariant_bits(body: list[Stmt], invariant: set[str],
                    indent: str) -> tuple[list[str], frozenset[str]]:
     """float16 stores of a loop's `body` whose values were computed before it
-    (`invariant`): their bits,
-    converted once before the loop; stmt_line(bits=...) stores `<value>_bits`. gcc 12, with
+    (`invariant`): their bits, converted once before the loop; stmt_line(bits=...) stores
+    `<value>_bits`. gcc 12, with
     the toolchain's -fno-unswitch-loops and -fno-code-hoisting, vectorizes no loop that
     converts a loop-invariant float to float16 bits inside it: the conversion's integer
     selects on an invariant condition are "not supported", and the whole loop, its sums

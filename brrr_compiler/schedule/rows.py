@@ -248,23 +248,11 @@ def lane_columns(k: Kernel) -> bool:
     """Whether a reduction over outer dims runs ROW_LANES adjacent columns at a time, a
     column per vector lane: what lane_rows asks of rows (columns of up to
     LANE_COLUMN_ROWS), one walk over the rows (a second walk waits on the first's result,
-    a variance's mean: 0.8x the columns schedule), every load and store contiguous along
-    the kept inner dim or not stepping with it, rows of at most LANE_COLUMNS_BYTES, and
-    a kept inner dim of at least ROW_LANES (the last block overlaps the one before: no
-    masked tail) where the columns schedule leaves a remainder to gcc's narrower or scalar
-    epilogues: not a multiple of ROW_LANES, and, unless every fold selects, under
-    2 * ROW_LANES, not a multiple of 8 (whose remainder one 8-wide epilogue covers) and
-    not ROW_LANES + 1. Sums and products convert and add the same values either way,
-    so the overlap's repeated columns decide: at 24 and 36-100 columns the lanes took
-    1.15-1.4x the columns schedule's time, at 17 (the last block repeats 15 columns,
-    where the columns schedule adds one scalar column) 1.3-1.5x at 4-64 rows, at 18-31
-    other columns 0.4-0.95x (25 over 64 rows 1.2x: left); max, min, any and all
-    0.15-0.95x at every such width (benchmarks/results/notes.md, "Short columns in
-    vector lanes"). float16 loads convert in integer code 8 lanes at a time, so the
-    columns the last block repeats cost more: float16 takes the lanes only where that
-    block repeats fewer than half its columns (31 columns: 1.6-2.9x faster; 17 and 20:
-    1.2-1.8x slower; notes.md, "Means in column lanes"). A constant (a mean's count
-    cast to float) is no value of the row."""
+    a variance's mean: 0.8x the columns schedule), no value of the row that each lane
+    would compute again (a constant, such as a mean's count cast to float, is none),
+    a kept inner dim of a width where the lanes pay (`_lane_width_pays`), every load and
+    store contiguous along the kept inner dim or not stepping with it, and rows of at
+    most LANE_COLUMNS_BYTES."""
     if not lane_rows(k, LANE_COLUMN_ROWS) or sum(1 for p in k.phases if p.loop) != 1:
         return False
     last, inner, allv = int(static_sizes(k.ranges)[-1]), k.loop_vars[-1], k.all_vars()
@@ -272,13 +260,8 @@ def lane_columns(k: Kernel) -> bool:
     if any(s.out in variable and s.out not in varying
            for s in k.body if s.op not in ("load", "const", "reduce", "store")):
         return False    # a value of the row each lane would compute again (the columns hoist it)
-    selecting = all(s.value in _SELECTING for s in k.body if s.op == "reduce")
-    if last < ROW_LANES or last % ROW_LANES == 0 or \
-            (not selecting and (last >= 2 * ROW_LANES or last % 8 == 0 or last == ROW_LANES + 1)):
+    if not _lane_width_pays(k, last):
         return False
-    if last % ROW_LANES < ROW_LANES // 2 and \
-            any(s.op == "load" and s.dtype is torch.float16 for s in k.body):
-        return False    # float16 columns the last block repeats cost their conversion twice
     red, size = k.reduction_vars[0], {b.name: b.dtype.itemsize for b in k.inputs}
     row_bytes = 0
     for s in k.body:
@@ -291,6 +274,28 @@ def lane_columns(k: Kernel) -> bool:
             row_bytes += size.get(s.buffer, 8)
     return row_bytes * last * int(k.reduction_ranges[0]) <= LANE_COLUMNS_BYTES
 
+
+def _lane_width_pays(k: Kernel, last: int) -> bool:
+    """Whether `last` kept columns run faster in lanes: at least ROW_LANES (the last block
+    overlaps the one before: no masked tail) where the columns schedule leaves a remainder
+    to gcc's narrower or scalar epilogues: not a multiple of ROW_LANES, and, unless every
+    fold selects, under 2 * ROW_LANES, not a multiple of 8 (whose remainder one 8-wide
+    epilogue covers) and not ROW_LANES + 1. Sums and products convert and add the same
+    values either way, so the overlap's repeated columns decide: at 24 and 36-100 columns
+    the lanes took 1.15-1.4x the columns schedule's time, at 17 (the last block repeats 15
+    columns, where the columns schedule adds one scalar column) 1.3-1.5x at 4-64 rows, at
+    18-31 other columns 0.4-0.95x (25 over 64 rows 1.2x: left); max, min, any and all
+    0.15-0.95x at every such width (benchmarks/results/notes.md, "Short columns in vector
+    lanes"). float16 loads convert in integer code 8 lanes at a time, so the columns the
+    last block repeats cost more: float16 takes the lanes only where that block repeats
+    fewer than half its columns (31 columns: 1.6-2.9x faster; 17 and 20: 1.2-1.8x slower;
+    notes.md, "Means in column lanes")."""
+    selecting = all(s.value in _SELECTING for s in k.body if s.op == "reduce")
+    if last < ROW_LANES or last % ROW_LANES == 0 or \
+            (not selecting and (last >= 2 * ROW_LANES or last % 8 == 0 or last == ROW_LANES + 1)):
+        return False
+    half = any(s.op == "load" and s.dtype is torch.float16 for s in k.body)
+    return not (half and last % ROW_LANES < ROW_LANES // 2)
 
 def _column_tile(k: Kernel, num_threads: int) -> int:
     """The widest tile that still gives every thread work and fits the byte budget."""
