@@ -9,9 +9,11 @@ DeviceSpec it saves).
                            the time between the two sizes
     flop rate              brrr kernels of 8 and 40 steps x * 1.0001 + 0.5 on 1 MB of
                            data (float32, float64): 2 flop-equivalents per step and element
-    transcendental rate    brrr kernels of 1 and 4 steps exp(-x) on the same data (short
-                           chains: real kernels interleave few calls); and chains of sin,
-                           tanh, erf, sigmoid (each its own rate)
+    transcendental rate    brrr kernels summing 1 and 4 independent exp(-c x) on the same
+                           data (as real kernels call them), and so sin, tanh, erf, sigmoid
+                           and log (each its own rate; functions not measured by name at
+                           the mean of the libm calls sin and log); chained ones (x =
+                           exp(-x), 1 and 4 times) for a function of another's result
     reduce folds           x.sum(-1), x.amax(-1) over 192 and 768 cache-resident rows
     scalar transcendental  sin inside a row argmax (a loop that does not vectorize)
     overheads              one-element graphs of 1 and 9 kernels (fusion "none"): the
@@ -46,11 +48,11 @@ from typing import NamedTuple
 
 import torch
 
-from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, REDUCTIONS,
+from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, REDUCTIONS,
                                                cache_bandwidth, chain_rate, copy_bandwidth,
                                                fork_overhead, overheads, reduce_rate,
-                                               scalar_transcendental_rate)
-from brrr_compiler.cost.device import MIB, DeviceSpec, generic_cpu, save_device_spec
+                                               scalar_transcendental_rate, terms_rate)
+from brrr_compiler.cost.device import CHAIN, MIB, DeviceSpec, generic_cpu, save_device_spec
 
 STABLE_SPREAD = 0.10   # a figure's last three tries within 10% of each other
 TRIES = 6
@@ -187,14 +189,19 @@ def _compute_figures(cache_dir: str, clock, generic: DeviceSpec, figures: _Figur
     log(f"  flop rate             {flops['float32'] / 1e9:8.1f} GFLOP/s float32 "
         f"({figures.note('float32 flop rate')}), {flops['float64'] / 1e9:.1f} float64 "
         f"({figures.note('float64 flop rate')})  (x * a + b chains)")
-    per_step = sane("exp rate", lambda: chain_rate(EXP, (1, 4), torch.float32, cache_dir,
-                                                   clock=clock), generic.transcendentals)
-    trans = 1 / max(1 / per_step - 1 / flops["float32"], 1 / (2 * per_step))   # less the neg
-    log(f"  transcendental rate   {trans / 1e9:8.2f} G/s  (exp chains; {figures.note('exp rate')})")
-    functions = {"exp": trans}
-    for name, step in FUNCTIONS.items():
-        functions[name] = sane(name, lambda: chain_rate(step, (1, 4), torch.float32, cache_dir,
-                                                        clock=clock), trans)
+    functions = {}
+    for name, template in FUNCTIONS.items():         # each term: a scale and an add besides
+        per_term = sane(name, lambda: terms_rate(template, (1, 4), cache_dir, clock=clock),
+                        generic.transcendentals)
+        functions[name] = _less_flops(per_term, 2, flops["float32"])
+    trans = statistics.mean(functions[name] for name in LIBM_CALLS)
+    per_step = sane("exp chain", lambda: chain_rate(EXP, (1, 4), torch.float32, cache_dir,
+                                                    clock=clock), functions["exp"] / 2)
+    functions[CHAIN] = _less_flops(per_step, 1, flops["float32"])          # less the neg
+    log(f"  transcendental rate   {functions['exp'] / 1e9:8.2f} G/s exp (sums; "
+        f"{figures.note('exp')}), {functions[CHAIN] / 1e9:.2f} chained (exp chains; "
+        f"{figures.note('exp chain')}), {trans / 1e9:.2f} other functions (libm calls: "
+        f"{', '.join(LIBM_CALLS)})")
     for name, expr in REDUCTIONS.items():
         functions[name] = sane(name, lambda: reduce_rate(expr, cache_dir, clock),
                                generic.functions.get(name, flops["float32"]))
@@ -204,8 +211,14 @@ def _compute_figures(cache_dir: str, clock, generic: DeviceSpec, figures: _Figur
         generic.functions["scalar_transcendental"])
     log("  functions             " + ", ".join(
         f"{k} {v / 1e9:.2f} ({figures.note(k)})" for k, v in functions.items()
-        if k not in ("exp", "reduce_min")) + " G/s")
+        if k not in ("exp", "reduce_min", CHAIN)) + " G/s")
     return flops, functions
+
+
+def _less_flops(rate: float, flops: float, flop_rate: float) -> float:
+    """Evaluations/s of a step's function alone: its `flops` of cheap work taken out (at
+    most half the step's time, should the flop rate be off)."""
+    return 1 / max(1 / rate - flops / flop_rate, 1 / (2 * rate))
 
 
 def calibrate(cache_dir: str | None = None, save: bool = True, log=print,

@@ -49,6 +49,25 @@ def _compiled_for(threads: int, step: str, steps: int, result: str, options: tup
                          dynamic=False)
 
 
+def _terms(template: str, terms: int):
+    """def fn(x): return <template, c=1.0> + <template, c=1.125> + ... (`terms` of them):
+    independent evaluations, as real kernels have them (a softmax's exp, a GELU's erf)."""
+    body = " + ".join(template.format(c=1.0 + 0.125 * i) for i in range(terms))
+    namespace = {"torch": torch}
+    exec(compile(f"def fn(x):\n    return {body}\n",
+                 f"<brrr-calibrate {template} x{terms} terms>", "exec"), namespace)
+    return namespace["fn"]
+
+
+@functools.cache
+def _compiled_terms(threads: int, template: str, terms: int, cache_dir: str):
+    """The sum in one kernel whatever the device: the cost policy, pricing it with the
+    calibration being replaced, split it in some runs (exp's rate came out 7.5 or 16 G/s)."""
+    from brrr_compiler.backend import brrr_backend
+    return torch.compile(_terms(template, terms), dynamic=False, backend=functools.partial(
+        brrr_backend, options={"cache_dir": cache_dir, "fusion": "greedy"}))
+
+
 def _chain(step: str, steps: int, result: str = "x"):
     """def fn(x): x = <step>, `steps` times; return <result> — a fresh code object each
     time, so Dynamo compiles each chain once (no recompiles of a shared function)."""
@@ -60,9 +79,14 @@ def _chain(step: str, steps: int, result: str = "x"):
 
 
 FMA, EXP, ADD = "x * 1.0001 + 0.5", "torch.exp(-x)", "x + 1.0"
-# functions measured beside exp: their rates differ (libmvec, brrr's own erf)
-FUNCTIONS = {"sin": "torch.sin(x)", "tanh": "torch.tanh(x)", "erf": "torch.erf(x)",
-             "sigmoid": "torch.sigmoid(x)"}
+# functions measured beside exp: their rates differ (libmvec, brrr's own erf); `{c}` is
+# each independent term's own scale (terms_rate)
+FUNCTIONS = {"exp": "torch.exp(x * -{c})", "sin": "torch.sin(x * {c})",
+             "tanh": "torch.tanh(x * {c})", "erf": "torch.erf(x * {c})",
+             "sigmoid": "torch.sigmoid(x * {c})", "log": "torch.log(x + {c})"}
+# libm calls (libmvec), the rate of functions not measured by name: exp and erf are brrr's
+# own inline polynomials, 2-2.5x faster than these
+LIBM_CALLS = ("sin", "log")
 REDUCTIONS = {"reduce_sum": "x.sum(-1)", "reduce_max": "x.amax(-1)"}
 
 
@@ -117,6 +141,19 @@ def chain_rate(step: str, steps: tuple[int, int], dtype, cache_dir: str, numel: 
     t = [_per_call(_compiled(step, k, cache_dir=cache_dir), (x,), calls=20, clock=clock)
          for k in steps]
     return (steps[1] - steps[0]) * numel / max(t[1] - t[0], 1e-12)
+
+
+def terms_rate(template: str, terms: tuple[int, int], cache_dir: str, numel: int = 1 << 18,
+               clock=time.perf_counter) -> float:
+    """Evaluations per second of a function in sums of `terms` independent evaluations
+    (_terms): the slope between the two counts. A chain of them (x = f(x), again) runs at
+    the latency of one evaluation after another, not at the vector units' throughput:
+    exp(-x) four times chained cost 0.16 ns an exp more each (2 threads, float32), four
+    independent exps summed 0.085 (benchmarks/results/notes.md, "Chained functions")."""
+    x = torch.rand(numel)
+    t = [_per_call(_compiled_terms(torch.get_num_threads(), template, k, cache_dir), (x,),
+                   calls=20, clock=clock) for k in terms]
+    return (terms[1] - terms[0]) * numel / max(t[1] - t[0], 1e-12)
 
 
 def cache_bandwidth(cache_dir: str, clock=time.perf_counter) -> float:

@@ -20,6 +20,9 @@ from typing import Any, Sequence
 import torch
 
 DEVICE_FILE = "device.json"
+# DeviceSpec.functions key: exp-class evaluations/s of a function whose argument is
+# another's result in the same element's work (latency-bound: see calibration_kernels)
+CHAIN = "transcendental_chain"
 GIB, MIB = 1 << 30, 1 << 20
 
 
@@ -29,7 +32,8 @@ class DeviceSpec:
     kind: str                       # "cpu" or "cuda"
     threads: int                    # CPU threads a kernel runs on (GPU: SMs, informative)
     flops: dict = field(default_factory=dict)   # dtype name -> flop-equivalents/s, all threads
-    transcendentals: float = 0.0    # exp-class evaluations/s in float32, all threads
+    transcendentals: float = 0.0    # evaluations/s in float32, all threads, of a function the
+    #                                 device measured no rate of its own for (functions)
     functions: dict = field(default_factory=dict)   # op -> evaluations/s (float32, all
     #   threads) measured for this machine: transcendentals by name ("erf"), reduce folds
     #   as "reduce_<kind>"; ops not listed are priced from the op table's weights

@@ -31,10 +31,10 @@ import math
 from dataclasses import dataclass
 
 from brrr_compiler import ops
-from brrr_compiler.cost.device import DeviceSpec
+from brrr_compiler.cost.device import CHAIN, DeviceSpec
 from brrr_compiler.cost.from_kernel import kernel_stats
-from brrr_compiler.cost.stats import (REDUCE, SCALAR, CostModelError, KernelStats, size_hints,
-                                      special_cost)
+from brrr_compiler.cost.stats import (CHAINED, REDUCE, SCALAR, CostModelError, KernelStats,
+                                      size_hints, special_cost)
 from brrr_compiler.schedule_ir import SPLIT_MIN_RED
 
 
@@ -81,8 +81,9 @@ def compute_seconds(stats: KernelStats, device: DeviceSpec) -> float:
     """Cheap flops at the flop rate; each transcendental and reduce fold at the rate the
     device measured for it, else at its op-table weight (transcendentals: in exp units at
     the transcendental rate; folds: flops); transcendentals in unvectorized loops at the
-    measured scalar rate. float64 and other dtypes scale by their flop rate relative to
-    float32."""
+    measured scalar rate; chained ones (one of another's result) slower by the device's
+    chained rate against its rate. float64 and other dtypes scale by their flop rate
+    relative to float32."""
     if device.transcendentals <= 0:
         raise CostModelError(f"brrr: device {device.name!r} has no transcendental rate")
     t = 0.0
@@ -94,7 +95,8 @@ def compute_seconds(stats: KernelStats, device: DeviceSpec) -> float:
             units = count * special_cost(op) / ops.TRANSCENDENTAL
             t += units / device.functions["scalar_transcendental"] * scale
             continue
-        op = op.removesuffix(SCALAR)
+        scale *= _chain_factor(device) if op.endswith(CHAINED) else 1.0
+        op = op.removesuffix(SCALAR).removesuffix(CHAINED)
         if device.functions.get(op):         # measured (row schedule; not "...@columns")
             t += count / device.functions[op] * scale
         elif op.startswith(REDUCE):
@@ -102,6 +104,14 @@ def compute_seconds(stats: KernelStats, device: DeviceSpec) -> float:
         else:
             t += count * special_cost(op) / ops.TRANSCENDENTAL / device.transcendentals * scale
     return t
+
+
+def _chain_factor(device: DeviceSpec) -> float:
+    """How much longer a chained transcendental takes than an independent one: the
+    device's chained exp rate against its exp rate (1 where it measured none)."""
+    chained = device.functions.get(CHAIN)
+    return max(device.functions.get("exp", device.transcendentals) / chained, 1.0) \
+        if chained else 1.0
 
 
 def _rate(device: DeviceSpec, key: str) -> float:

@@ -7,7 +7,8 @@ broadcast drops a variable), summed over the expressions and capped by the large
 touched plus one (x and x.t() read the same elements). A loop phase folding an argmax or
 argmin runs unvectorized (unless its schedule tiles columns: the schedule
 stage's choice, read from the kernel's schedule): its transcendentals are counted as
-scalar ones. A buffer loaded at a full-domain
+scalar ones. A transcendental of another's result in the same loop body (exp(-exp(x)))
+is counted as chained: it waits on the first's latency. A buffer loaded at a full-domain
 index in k loop phases is re-read k - 1 times. In a pointwise kernel, an access whose
 innermost-loop stride s is not 0 or 1 (a transposed read) moves min(64, s * itemsize)
 bytes per element: one cache line per element at worst. A tiled kernel stages each
@@ -28,8 +29,8 @@ import sympy
 import torch
 
 from brrr_compiler.cost.stats import (SCALAR_FOLDS, KernelStats, as_int,
-                                      itemsize, prod)
-from brrr_compiler import scalar_ops
+                                      itemsize, op_cost, prod)
+from brrr_compiler import ops, scalar_ops
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.schedule_ir import CppSchedule, TritonSchedule
 
@@ -138,6 +139,7 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
                  else 1 if phase.once else rows)
         scalar = phase.loop and not columns and any(
             s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
+        chained = set() if scalar else _chained(phase.body)
         for s in phase.body:
             convert = scalar_ops.CONVERSION_COST.get((s.op, s.dtype))
             if convert and s.value != scalar_ops.EXACT:     # an exact cast prints no rounding
@@ -148,7 +150,8 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
                 stats.add_op(s.value, s.dtype, count, reduce=True,
                              columns=columns or s.op == "column_reduce")
             else:
-                stats.add_op(s.op, s.dtype, count // once, scalar=scalar)
+                stats.add_op(s.op, s.dtype, count // once, scalar=scalar,
+                             chained=s.out in chained)
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}
     extents.update({v: as_int(r, hints) for v, r in
                     zip(kernel.reduction_vars, kernel.reduction_ranges)})
@@ -168,6 +171,24 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
             stats.reread_bytes += (len(loop_phases) - 1) * nbytes
             stats.reread_row_bytes += red * itemsize(dtypes[name])
     return stats
+
+
+def _chained(body) -> set[str]:
+    """The values of transcendental-class statements in a phase body whose argument
+    depends, through any cheap ops, on another such statement's value in the same body:
+    each waits for the one before (module note of calibration_kernels.terms_rate)."""
+    after, out = set(), set()         # values downstream of a transcendental; chained ones
+    for s in body:
+        if s.out is None or s.op in ("reduce", "column_reduce"):
+            continue
+        fed = any(a in after for a in s.args)
+        if s.op not in NO_WORK and op_cost(s.op) >= ops.TRANSCENDENTAL:
+            if fed:
+                out.add(s.out)
+            after.add(s.out)
+        elif fed:
+            after.add(s.out)
+    return out
 
 
 def _innermost(kernel: Kernel, schedule) -> tuple:

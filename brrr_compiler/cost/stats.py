@@ -67,15 +67,16 @@ class KernelStats:
                                               in self.special.items())
 
     def add_op(self, op: str, dtype: torch.dtype, count: int, reduce: bool = False,
-               scalar: bool = False, columns: bool = False) -> None:
+               scalar: bool = False, columns: bool = False, chained: bool = False) -> None:
         """Count `count` evaluations of scalar op (or, with `reduce`, reduce kind) `op`;
         `scalar`: in a loop the C++ compiler does not vectorize (see SCALAR_FOLDS);
-        `columns`: a fold of the column schedule (vectorized across columns)."""
+        `columns`: a fold of the column schedule (vectorized across columns); `chained`:
+        a transcendental of another's result (from_kernel._chained)."""
         cost = op_cost(op, reduce)
         key = dtype_key(dtype)
         if reduce or cost >= ops.TRANSCENDENTAL:
             name = REDUCE + op + (COLUMNS if columns else "") if reduce else \
-                op + (SCALAR if scalar else "")
+                op + (SCALAR if scalar else CHAINED if chained else "")
             self.special[(key, name)] = self.special.get((key, name), 0) + count
         elif cost > 0:
             self.flops[key] = self.flops.get(key, 0) + count * cost
@@ -92,6 +93,7 @@ class KernelStats:
 REDUCE = "reduce_"
 SCALAR = "@scalar"
 COLUMNS = "@columns"
+CHAINED = "@chained"
 # a row-schedule loop phase folding these does not vectorize (argmax's first-index rule;
 # max and min fold under `omp simd reduction`, their NaN flag an int): transcendentals
 # in it run at scalar speed
@@ -102,7 +104,7 @@ def special_cost(name: str) -> float:
     """Op-table flop-equivalents of a KernelStats.special entry."""
     if name.startswith(REDUCE):
         return op_cost(name[len(REDUCE):].removesuffix(COLUMNS), True)
-    return op_cost(name.removesuffix(SCALAR))
+    return op_cost(name.removesuffix(SCALAR).removesuffix(CHAINED))
 
 
 @functools.cache

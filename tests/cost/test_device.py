@@ -7,7 +7,7 @@ from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
 from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _cache_sizes, _Figures
-from brrr_compiler.calibration_kernels import copy_bandwidth, fork_overhead
+from brrr_compiler.calibration_kernels import _terms, copy_bandwidth, fork_overhead
 
 
 def test_json_round_trip_in_the_cache_dir(tmp_path):
@@ -70,6 +70,15 @@ def test_calibrate_subcommand_and_measurements():
     assert 0 < l2 <= llc
     bandwidth = copy_bandwidth(1 << 20, calls=5)         # bytes/s of a 1 MB copy
     assert 0 < bandwidth < float("inf")                  # no speed asserted: machines vary
+
+
+def test_function_rates_are_timed_on_independent_terms():
+    """calibrate's transcendental rates: a sum of independent evaluations, each at its own
+    scale (a chain x = f(x) would time their latency instead)."""
+    x = torch.rand(100)
+    fn = _terms("torch.exp(x * -{c})", 3)
+    expected = torch.exp(x * -1.0) + torch.exp(x * -1.125) + torch.exp(x * -1.25)
+    torch.testing.assert_close(fn(x), expected)
 
 
 def test_fork_overhead_is_a_parallel_regions_cost_and_none_on_one_thread(tmp_path):

@@ -58,6 +58,19 @@ def test_transcendental_at_its_own_rate():
     assert est.flops == N * N * (20 + 1)                # op-table weights: exp 20, mul 1
 
 
+def test_a_transcendental_of_another_is_chained():
+    """exp(-exp(x)): the outer exp waits on the inner one's latency; it costs the device's
+    chained rate (here half its rate), the inner one the plain rate. Sums of independent
+    exps chain nothing, and a device with no chained rate prices both alike."""
+    chained = TOY.replace(functions={"transcendental_chain": 0.5e8})
+    est = estimate_group(_only_group(lambda x: torch.exp(-torch.exp(x)), _x(N, N)), chained)
+    assert est.compute_s == pytest.approx(N * N / 1e8 + 2 * N * N / 1e8 + N * N / 1e9)
+    est = estimate_group(_only_group(lambda x: torch.exp(x) + torch.exp(-x), _x(N, N)), chained)
+    assert est.compute_s == pytest.approx(2 * N * N / 1e8 + 2 * N * N / 1e9)
+    est = estimate_group(_only_group(lambda x: torch.exp(-torch.exp(x)), _x(N, N)), TOY)
+    assert est.compute_s == pytest.approx(2 * N * N / 1e8 + N * N / 1e9)
+
+
 def test_broadcast_operand_counts_its_own_size():
     g = _only_group(lambda x, b: x + b, _x(N, N), _x(N))
     est = estimate_group(g, TOY)
