@@ -126,14 +126,18 @@ def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int
     """One row per kernel of the workload: its report's prediction and its measured time;
     kernels with no estimate go to `failed`. A kernel replayed natively pays no runner
     dispatch: its measured time in a graph is the replay's plus the device's per-kernel
-    `runner_overhead` (calibration measures that apart, on segmented graphs)."""
+    `runner_overhead` (calibration measures that apart, on segmented graphs). A kernel
+    the runner calls from Python (alone between library calls, writing into an input, an
+    error flag) is replayed through that call, which its time includes."""
     harness.fresh_dynamo()
     sink: list = []
     run = make(_backend(calibration_dir, sink))
     if run is None:
         return []
-    timed = kernel_replay.median_by_kernel(
-        kernel_replay.time_calls(replay.capture(run), kernel_replay.trampoline_lib(), rounds))
+    alone = frozenset((graph.name, k.name) for graph in sink for k in graph.kernels
+                      if k.called == "python")
+    timed = kernel_replay.median_by_kernel(kernel_replay.time_calls(
+        replay.capture(run), kernel_replay.trampoline_lib(), rounds, alone))
     rows = []
     for graph in sink:
         for k in graph.kernels:

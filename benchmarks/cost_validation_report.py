@@ -115,9 +115,11 @@ NOTES = """## Reading it
 
 - ratio: max(pred/meas, meas/pred) per kernel; `pred > meas`: the share over-predicted.
 - measured: the kernel alone, replayed on copies of its arguments from one run
-  (kernel_replay.py): repeated in one native call of the segment trampoline, as segments
-  run kernels (`timed: native`), or, for kernels with symbolic sizes or an error flag,
-  in a Python loop over its ctypes call, a microsecond or more each (`timed: python`).
+  (kernel_replay.py) as the runner calls it: repeated in one native call of the segment
+  trampoline where it runs in a segment (`timed: native`), or in a Python loop over its
+  ctypes call, a microsecond or more each, where the runner calls it from Python (alone
+  between library calls, writing into an input, an error flag, symbolic sizes: `timed:
+  python`); the model charges the device's Python call there.
   A `native` row's measured time is the replay's plus the device's per-kernel dispatch in
   a segment (which a replay does not pay; calibration measures it apart, on segmented
   graphs of one-element kernels): the kernel's cost inside a graph. The JSON keeps the

@@ -34,9 +34,13 @@ class Timed(NamedTuple):
     how: str               # "native" (trampoline) or "python"
 
 
-def time_calls(calls: list[KernelCall], lib, rounds: int) -> list[Timed]:
-    """Each call's time per kernel run: the median of each round's one timed batch."""
-    runners = [(call, *replay.replayer(call, lib)) for call in calls]
+def time_calls(calls: list[KernelCall], lib, rounds: int,
+               from_python: frozenset = frozenset()) -> list[Timed]:
+    """Each call's time per kernel run: the median of each round's one timed batch. The
+    kernels named in `from_python` ((graph, kernel) pairs: those the runner calls from
+    Python, outside its segments) are replayed through their Python call, as they run."""
+    runners = [(call, *replay.replayer(call, None if (call.graph, call.call.brrr_kernel.name)
+                                       in from_python else lib)) for call in calls]
     repeats = []
     for _, run, _ in runners:
         run(1)                                          # warm: pages, caches, threads

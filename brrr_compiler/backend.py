@@ -188,7 +188,9 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     if sink is not None or logger.isEnabledFor(logging.INFO):   # someone reads the report
         ran = kernels_and_fallbacks(plan, kernels, compiled, not_run)
         report = graph_report(name, kind, plan, ran, source, runner.code, kernels, machine,
-                              device, not_run, schedules, count)
+                              device, not_run, schedules, count,
+                              segments.segmented_kernels(run.segmented) if target == "cpp"
+                              else None)
         logger.info("%s", report)
         if sink is not None:
             sink.append(report)

@@ -17,7 +17,8 @@ DeviceSpec it saves).
     reduce folds           x.sum(-1), x.amax(-1) over 192 and 768 cache-resident rows
     scalar transcendental  sin inside a row argmax (a loop that does not vectorize)
     overheads              one-element graphs of 1 and 9 kernels (fusion "none"): the
-                           slope is the per-kernel cost, the intercept the per-call cost
+                           slope is the per-kernel cost, the intercept the per-call cost;
+                           again with segments off: a kernel's call from Python
     fork overhead          an empty OpenMP parallel region on all threads, 10000 times in
                            one native call
 
@@ -55,6 +56,10 @@ from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, 
 from brrr_compiler.cost.device import CHAIN, MIB, DeviceSpec, generic_cpu, save_device_spec
 
 STABLE_SPREAD = 0.10   # a figure's last three tries within 10% of each other
+# the plausible middle of a kernel's dispatch inside a segment (0.08-0.2 us measured on
+# 2-core EPYC and Xeon): the generic device's 3 us is a call from Python, which most of
+# a model's kernels pay alone between library calls, 30x more than a segment's
+SEGMENT_DISPATCH_S = 0.2e-6
 TRIES = 6
 
 
@@ -153,13 +158,16 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
     log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 0.75 to 3 MB; "
         f"{figures.note('cache bandwidth')})")
     per_kernel = sane("kernel overhead", lambda: overheads(cache_dir, clock)[0],
-                      generic.kernel_overhead_s)
+                      SEGMENT_DISPATCH_S)
     per_call = sane("call overhead", lambda: overheads(cache_dir, clock)[1],
                     generic.call_overhead_s)
+    from_python = sane("python call overhead", lambda: overheads(cache_dir, clock, False)[0],
+                       generic.python_call_overhead_s)
     fork = sane("fork overhead", lambda: fork_overhead(cache_dir, clock),
                 generic.fork_overhead_s) if threads > 1 else 0.0
-    log(f"  overhead              {per_kernel * 1e6:8.2f} us per kernel "
-        f"({figures.note('kernel overhead')}), {per_call * 1e6:.2f} us per graph call "
+    log(f"  overhead              {per_kernel * 1e6:8.2f} us per kernel in a segment "
+        f"({figures.note('kernel overhead')}), {from_python * 1e6:.2f} called from Python "
+        f"({figures.note('python call overhead')}), {per_call * 1e6:.2f} us per graph call "
         f"({figures.note('call overhead')}), {fork * 1e6:.2f} us to fork "
         f"({figures.note('fork overhead')})")
     flops, functions = _compute_figures(cache_dir, clock, generic, figures)
@@ -172,6 +180,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
         transcendentals=functions["exp"], functions=functions,
         dram_bandwidth=dram, cache_bandwidth=cache, l2_bytes=l2, llc_bytes=llc,
         kernel_overhead_s=per_kernel, call_overhead_s=per_call, fork_overhead_s=fork,
+        python_call_overhead_s=from_python,
         parallel_min_elements=PARALLEL_MIN_NUMEL, overlap=1.0, source=source)
     log(f"  done in {time.perf_counter() - started:.1f} s")
     return Calibration(spec, dict(figures.spread), list(figures.noisy))

@@ -90,11 +90,15 @@ LIBM_CALLS = ("sin", "log")
 REDUCTIONS = {"reduce_sum": "x.sum(-1)", "reduce_max": "x.amax(-1)"}
 
 
-def overheads(cache_dir: str, clock=time.perf_counter) -> tuple[float, float]:
-    """(per-kernel, per-call) seconds from one-element graphs of 1 and 9 kernels."""
+def overheads(cache_dir: str, clock=time.perf_counter, segments: bool = True
+              ) -> tuple[float, float]:
+    """(per-kernel, per-call) seconds from one-element graphs of 1 and 9 kernels; the
+    nine run as one segment, or with `segments` off each called from Python (as the
+    runner calls a kernel alone between library calls)."""
     x = torch.ones(1)
-    t1, t9 = (_per_call(_compiled(ADD, k, fusion="none", cache_dir=cache_dir), (x,),
-                        calls=200, clock=clock) for k in (1, 9))
+    t1, t9 = (_per_call(_compiled(ADD, k, fusion="none", cache_dir=cache_dir,
+                                  segments=segments), (x,), calls=200, clock=clock)
+              for k in (1, 9))
     per_kernel = max((t9 - t1) / 8, 0.0)
     return per_kernel, max(t1 - per_kernel, 0.0)
 

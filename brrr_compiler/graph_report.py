@@ -60,13 +60,15 @@ def _sources(nodes, limit: int = 3) -> list[str]:
 
 def graph_report(name, kind, plan, compiled, source, runner_code, kernel_irs=None,
                  machine=None, device=legality.CPU, not_run=None, schedules=None,
-                 count=None) -> GraphReport:
+                 count=None, segmented=None) -> GraphReport:
     """`compiled`: the kernels the runner calls, by group id; `device`: the one the
     kernels run on (None: the graph has no code generation target); `not_run`: {group
     id: why the group runs through ATen} for the groups that are not among them;
-    `schedules`: each kernel's schedule by group id (what the cost model counts)."""
+    `schedules`: each kernel's schedule by group id (what the cost model counts);
+    `segmented`: the names of the kernels a CPU runner runs inside segments (None: not a
+    CPU runner)."""
     kernels = [_kernel(compiled[g.id].name, g, (kernel_irs or {}).get(g.id),
-                       (schedules or {}).get(g.id), machine, count)
+                       (schedules or {}).get(g.id), machine, count, segmented)
                for g in plan.groups if g.id in compiled]
     reasons = {n: not_run[g.id] for g in plan.groups if g.id in (not_run or {}) for n in g.nodes}
     grouped = {n for g in plan.groups if g.id in compiled for n in g.nodes}
@@ -110,11 +112,13 @@ def _torch_name(node) -> str:
     return f"{module}.{getattr(node.target, '__name__', node.target)}"
 
 
-def _kernel(name, group, kernel_ir, schedule, machine, count) -> KernelReport:
+def _kernel(name, group, kernel_ir, schedule, machine, count, segmented) -> KernelReport:
+    called = "" if segmented is None else "segment" if name in segmented else "python"
     report = KernelReport(name, [op_name(n) for n in group.nodes], [n.name for n in group.nodes],
                           list(group.domain),
-                          **kernel_report_fields(kernel_ir, schedule, group, machine),
-                          sources=_sources(group.nodes),
+                          **kernel_report_fields(kernel_ir, schedule, group, machine,
+                                                 called == "python"),
+                          sources=_sources(group.nodes), called=called,
                           schedule=schedule.describe() if schedule is not None else "")
     if machine is not None and count is not None:
         report.unfused_s, report.unfused_bytes = _unfused(group, machine, count)

@@ -69,6 +69,9 @@ class KernelReport:
     unfused_bytes: int | None = None
     sources: list[str] = field(default_factory=list)   # user lines its ops come from
     schedule: str = ""             # how it runs (its schedule, described in one line)
+    called: str = ""               # how the runner calls it: "segment" (one native call
+    #                                with its neighbours) or "python"; "" where not a CPU
+    #                                runner's kernel
 
     def cost_summary(self) -> str:
         if self.predicted_s is None:
@@ -155,7 +158,9 @@ class GraphReport:
         lines = []
         for k in self.kernels:
             lines.append(f"  {k.name:<{width}}  {k.ops_summary()}  {k.cost_summary()}".rstrip())
-            lines += [f"  {'':<{width}}  schedule: {k.schedule}"] if k.schedule else []
+            called = {"segment": "; in a segment", "python": "; called from Python"}
+            lines += [f"  {'':<{width}}  schedule: {k.schedule}{called.get(k.called, '')}"] \
+                if k.schedule else []
             lines += [f"  {'':<{width}}  from {s}" for s in k.sources] if sources else []
         return lines
 

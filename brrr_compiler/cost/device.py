@@ -42,6 +42,9 @@ class DeviceSpec:
     l2_bytes: int = 0               # private cache per thread: per-row re-reads that fit are cheap
     llc_bytes: int = 0              # last-level cache: a kernel whose bytes fit runs from cache
     kernel_overhead_s: float = 0.0  # per kernel: C call or launch, plus the runner's dispatch
+    python_call_overhead_s: float = 0.0   # per CPU kernel the runner calls from Python, not
+    #                                 in a segment (alone between library calls, writing
+    #                                 into an input, an error flag): 0 = kernel_overhead_s
     call_overhead_s: float = 0.0    # per call of a compiled graph (guards, runner entry)
     fork_overhead_s: float = 0.0    # per CPU kernel that runs on more than one thread
     parallel_min_elements: int = 0  # smaller kernels run on one thread (the C++ printer's rule)
@@ -91,6 +94,7 @@ def generic_cpu(threads: int | None = None) -> DeviceSpec:
         functions={"scalar_transcendental": 0.35e9 * t},
         dram_bandwidth=30e9, cache_bandwidth=60e9 * t, l2_bytes=1 * MIB, llc_bytes=32 * MIB,
         kernel_overhead_s=3e-6, call_overhead_s=15e-6, fork_overhead_s=1.5e-6 if t > 1 else 0.0,
+        python_call_overhead_s=3e-6,
         parallel_min_elements=32768,
         overlap=1.0, source="default")
 

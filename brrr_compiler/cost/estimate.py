@@ -3,8 +3,9 @@
     compute  = cheap flops / flop rate + transcendentals / transcendental rate  (per dtype)
     memory   = (bytes read + written) at the bandwidth of where they live
                + per-row re-reads (at cache speed when a row of them fits in L2)
-    overhead = the per-kernel call (C call through the runner; a launch on a GPU), and on
-               a CPU the fork and join of its threads when its schedule runs it on several
+    overhead = the per-kernel call (a C call inside a segment, or one from Python where the
+               runner calls it alone; a launch on a GPU), and on a CPU the fork and join
+               of its threads when its schedule runs it on several
     time     = overhead + max(compute, memory) + (1 - overlap) * min(compute, memory)
 
 Note on the combination. With overlap = 1 this is the roofline (time is the larger of
@@ -141,13 +142,18 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0,
     return t
 
 
-def predict(stats: KernelStats, device: DeviceSpec, working_set: int | None = None) -> Estimate:
-    """`stats`' time on `device`; `working_set`: see memory_seconds."""
+def predict(stats: KernelStats, device: DeviceSpec, working_set: int | None = None,
+            from_python: bool = False) -> Estimate:
+    """`stats`' time on `device`; `working_set`: see memory_seconds; `from_python`: the
+    runner calls the kernel from Python rather than inside a segment (where the device
+    measured what that costs)."""
     threads = parallel_threads(stats, device)
     slow = device.threads / threads
     compute = compute_seconds(stats, device) * slow
     memory = memory_seconds(stats, device, slow, working_set)
-    overhead = device.kernel_overhead_s + (device.fork_overhead_s if threads > 1 else 0.0)
+    call = device.python_call_overhead_s if from_python and device.python_call_overhead_s \
+        else device.kernel_overhead_s
+    overhead = call + (device.fork_overhead_s if threads > 1 else 0.0)
     hi, lo = max(compute, memory), min(compute, memory)
     total = overhead + hi + (1.0 - device.overlap) * lo
     if overhead >= hi:
@@ -157,20 +163,23 @@ def predict(stats: KernelStats, device: DeviceSpec, working_set: int | None = No
     return Estimate(compute, memory, overhead, total, bound, stats.total_flops, stats.bytes)
 
 
-def estimate_kernel(kernel, schedule, device: DeviceSpec, hints: dict | None = None) -> Estimate:
-    """A lowered kernel run by `schedule` (its CppSchedule or TritonSchedule)."""
-    return predict(kernel_stats(kernel, schedule, hints), device)
+def estimate_kernel(kernel, schedule, device: DeviceSpec, hints: dict | None = None,
+                    from_python: bool = False) -> Estimate:
+    """A lowered kernel run by `schedule` (its CppSchedule or TritonSchedule);
+    `from_python`: see predict."""
+    return predict(kernel_stats(kernel, schedule, hints), device, from_python=from_python)
 
 
-def kernel_report_fields(kernel, schedule, group, device: DeviceSpec | None) -> dict:
+def kernel_report_fields(kernel, schedule, group, device: DeviceSpec | None,
+                         from_python: bool = False) -> dict:
     """KernelReport's predicted_s, bound, flops and bytes for a lowered kernel and its
     schedule ({} when there is no kernel IR, schedule or device; the model's error when
-    it lacks a number)."""
+    it lacks a number); `from_python`: the runner calls it outside a segment."""
     if kernel is None or schedule is None or device is None:
         return {}
     try:
         vals = [n.meta.get("val") for n in [*group.nodes, *group.inputs]]
-        est = estimate_kernel(kernel, schedule, device, size_hints(vals))
+        est = estimate_kernel(kernel, schedule, device, size_hints(vals), from_python)
     except CostModelError as err:
         return {"estimate_error": str(err)}
     return {"predicted_s": est.total_s, "bound": est.bound, "flops": est.flops,

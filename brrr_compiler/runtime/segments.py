@@ -234,6 +234,13 @@ def allocator(device=None):
                                                             device=device)
 
 
+def segmented_kernels(gm: torch.fx.GraphModule) -> frozenset[str]:
+    """The names of the kernels the runner `gm` runs inside segments (the others it calls
+    from Python, one ctypes call each)."""
+    return frozenset(c.brrr_kernel.name for n in gm.graph.nodes
+                     for c in getattr(n.target, "brrr_segment", ()))
+
+
 def describe(gm: torch.fx.GraphModule) -> str:
     """The segmented runner `gm` as text for dumps: its code, then each segment's kernels
     and arena plan ('' when it has no segment)."""

@@ -7,7 +7,7 @@ from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
 from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _cache_sizes, _Figures
-from brrr_compiler.calibration_kernels import _terms, copy_bandwidth, fork_overhead
+from brrr_compiler.calibration_kernels import _terms, copy_bandwidth, fork_overhead, overheads
 
 
 def test_json_round_trip_in_the_cache_dir(tmp_path):
@@ -79,6 +79,11 @@ def test_function_rates_are_timed_on_independent_terms():
     fn = _terms("torch.exp(x * -{c})", 3)
     expected = torch.exp(x * -1.0) + torch.exp(x * -1.125) + torch.exp(x * -1.25)
     torch.testing.assert_close(fn(x), expected)
+
+
+def test_a_kernels_call_from_python_is_measured_with_segments_off(tmp_path):
+    per_kernel, per_call = overheads(str(tmp_path), segments=False)
+    assert 0 < per_kernel < 1e-3 and 0 <= per_call < 1e-2   # no speed asserted: machines vary
 
 
 def test_fork_overhead_is_a_parallel_regions_cost_and_none_on_one_thread(tmp_path):

@@ -136,3 +136,21 @@ def test_an_embedding_is_charged_the_rows_it_reads_not_its_table():
     out, index = 8 * 128 * 64 * 4, 8 * 128 * 8 + 128 * 8
     assert kernel.bytes == rows + out + index, str(report)
     check_against_eager(embed, tokens, table, positions, pos)
+
+
+def test_kernels_the_runner_calls_from_python_are_charged_that_call():
+    """A kernel alone in its graph runs as one ctypes call from Python; two in a row run
+    as one segment, each at the in-segment dispatch."""
+    spec = DeviceSpec(name="toy", kind="cpu", threads=1, flops={"float32": 1e9},
+                      transcendentals=1e8, dram_bandwidth=1e9, cache_bandwidth=1e10,
+                      kernel_overhead_s=1e-6, python_call_overhead_s=5e-6)
+    x = torch.randn(1000, 1000)
+    alone = brrr_compiler.explain(lambda x: x * 2 + 1, x, options={"device": spec})
+    (k,) = alone.graphs[0].kernels
+    assert k.called == "python" and "; called from Python" in str(alone)
+    assert abs(k.predicted_s - (8e6 / 1e9 + 5e-6)) < 1e-9
+    pair = brrr_compiler.explain(lambda x: x * 2 + 1, x, options={"device": spec,
+                                                                  "fusion": "none"})
+    kernels = pair.graphs[0].kernels
+    assert [k.called for k in kernels] == ["segment", "segment"], str(pair)
+    assert all(abs(k.predicted_s - (8e6 / 1e9 + 1e-6)) < 1e-9 for k in kernels)
