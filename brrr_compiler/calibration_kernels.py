@@ -153,7 +153,8 @@ def terms_rate(template: str, terms: tuple[int, int], cache_dir: str, numel: int
     (_terms): the slope between the two counts. A chain of them (x = f(x), again) runs at
     the latency of one evaluation after another, not at the vector units' throughput:
     exp(-x) four times chained cost 0.16 ns an exp more each (2 threads, float32), four
-    independent exps summed 0.085 (benchmarks/results/notes.md, "Chained functions")."""
+    independent exps summed 0.085 (benchmarks/results/notes.md, "The cost model validated
+    again")."""
     x = torch.rand(numel)
     t = [_per_call(_compiled_terms(torch.get_num_threads(), template, k, cache_dir), (x,),
                    calls=20, clock=clock) for k in terms]
