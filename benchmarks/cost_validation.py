@@ -3,12 +3,12 @@ measured time, kernel by kernel.
 
     python benchmarks/cost_validation.py [--seeds 0:120] [--sizes l1,l2,llc]
         [--suite] [--models gpt2,mlp,...] [--modes inference,training] [--rounds 5]
-        [--calibration-dir DIR] [--no-calibrate]
+        [--calibration-dir DIR] [--no-calibrate] [--generic]
 
 Workloads, none of them used by calibration (brrr_compiler/calibration.py names its
-micro-kernels: x + 1 on 0.75 and 3 MB, x * 1.0001 + 0.5 chains on 1 MB, exp/sin/tanh/erf/
-sigmoid chains on 1 MB, x.sum(-1)/x.amax(-1) on 192 and 768 rows, a row argmax of sin,
-one-element graphs of 1 and 9 kernels):
+micro-kernels: x + 1 on 0.75 and 3 MB, x * 1.0001 + 0.5 chains on 1 MB, sums of 1 and 4
+exp/sin/tanh/erf/sigmoid/log terms and exp chains on 1 MB, x.sum(-1)/x.amax(-1) on 192
+and 768 rows, a row argmax of sin, one-element graphs of 1 and 9 kernels):
 - generated patterns (benchmarks/patterns.py, the fuzzer's generator): chains of 2-20
   statements with masks, casts, integer inputs, views, transposes and strided inputs, one
   per seed and size class (sizes read from this machine's caches, bench_patterns.py);
@@ -17,10 +17,12 @@ one-element graphs of 1 and 9 kernels):
   batch and training steps.
 
 Each workload is compiled with brrr's defaults (the cost policy) against the calibration
-in --calibration-dir, which this script measures first unless told --no-calibrate. Each
+in --calibration-dir, which this script measures first unless told --no-calibrate (with
+--generic, against the generic CPU a user has before calibrating). Each
 kernel is then timed on its own (kernel_replay.py): one profiled run keeps every kernel
 call's arguments, and each call is replayed on copies of them, many times in one native
-call of the segment trampoline (as the runner's segments call kernels). A kernel's measured
+call of the segment trampoline where the runner's segments call it so, else through its
+Python call. A kernel's measured
 time is the median over --rounds rounds; its predicted time is the explain report's
 (overhead + the roofline of the lowered kernel with its schedule). Writes
 results/cost_validation.md and cost_validation.json.
@@ -52,14 +54,16 @@ from cost_validation_report import render  # noqa: E402
 
 from brrr_compiler.backend import brrr_backend  # noqa: E402
 from brrr_compiler.calibration import measure  # noqa: E402
-from brrr_compiler.cost import current_device_spec, save_device_spec  # noqa: E402
+from brrr_compiler.cost import current_device_spec, generic_cpu, save_device_spec  # noqa: E402
 from brrr_compiler.runtime import replay  # noqa: E402
 
 
 
-def _backend(calibration_dir: str, sink: list):
-    return functools.partial(brrr_backend, options={"calibration_dir": calibration_dir},
-                             _sink=sink)
+def _backend(calibration_dir: str, sink: list, generic: bool = False):
+    """brrr with this machine's calibration, or (`generic`) the generic CPU a user gets
+    before calibrating."""
+    options = {"device": "cpu"} if generic else {"calibration_dir": calibration_dir}
+    return functools.partial(brrr_backend, options=options, _sink=sink)
 
 
 def pattern_cases(seeds: range, sizes: list[str], max_bytes: int):
@@ -122,7 +126,8 @@ def _model(case, mode: str, with_loss, backend):
 
 
 def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int,
-                 failed: list[str], runner_overhead: float) -> list[dict]:
+                 failed: list[str], runner_overhead: float, generic: bool = False
+                 ) -> list[dict]:
     """One row per kernel of the workload: its report's prediction and its measured time;
     kernels with no estimate go to `failed`. A kernel replayed natively pays no runner
     dispatch: its measured time in a graph is the replay's plus the device's per-kernel
@@ -131,7 +136,7 @@ def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int
     error flag) is replayed through that call, which its time includes."""
     harness.fresh_dynamo()
     sink: list = []
-    run = make(_backend(calibration_dir, sink))
+    run = make(_backend(calibration_dir, sink, generic))
     if run is None:
         return []
     alone = frozenset((graph.name, k.name) for graph in sink for k in graph.kernels
@@ -174,6 +179,10 @@ def parse_args(argv=None):
     p.add_argument("--heavy", action="store_true", help="the kernel suite's 1 GB case too")
     p.add_argument("--models", default="all", help="model names, 'all' or '' for none")
     p.add_argument("--modes", default="inference,training")
+    p.add_argument("--generic", action="store_true",
+                   help="predict with the generic CPU (no calibration), as a new user's "
+                        "compiles do; the measured side still adds this machine's "
+                        "calibrated in-segment dispatch")
     p.add_argument("--calibration-dir",
                    default=str(Path(tempfile.gettempdir()) / "brrr-cost-validation"))
     p.add_argument("--no-calibrate", action="store_true",
@@ -204,12 +213,13 @@ def main(argv=None) -> None:
     if not args.no_calibrate:
         spec = measure(args.calibration_dir, lambda m: print(m, file=sys.stderr, flush=True)).spec
         save_device_spec(spec, args.calibration_dir)
-    spec = current_device_spec(args.calibration_dir)
+    measured = current_device_spec(args.calibration_dir)
+    spec = generic_cpu() if args.generic else measured
     rows, failed = [], []   # failed: workloads that did not run, kernels with no estimate
     for source, name, make in cases(args):
         try:
             got = measure_case(source, name, make, args.calibration_dir, args.rounds, failed,
-                               spec.kernel_overhead_s)
+                               measured.kernel_overhead_s, args.generic)
         except Exception as exc:  # one broken workload must not stop the validation
             failed.append(f"{name}: {harness.describe_error(exc)}")
             continue
