@@ -170,14 +170,14 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
         f"({figures.note('python call overhead')}), {per_call * 1e6:.2f} us per graph call "
         f"({figures.note('call overhead')}), {fork * 1e6:.2f} us to fork "
         f"({figures.note('fork overhead')})")
-    flops, functions = _compute_figures(cache_dir, clock, generic, figures)
+    flops, functions, other = _compute_figures(cache_dir, clock, generic, figures)
     date = datetime.date.today().isoformat()
     source = f"calibrated {date} ({threads} threads)"
     if figures.doubtful:
         source += "; generic numbers for " + ", ".join(figures.doubtful)
     spec = DeviceSpec(
         name=cpu_model_name(), kind="cpu", threads=threads, flops=flops,
-        transcendentals=functions["exp"], functions=functions,
+        transcendentals=other, functions=functions,
         dram_bandwidth=dram, cache_bandwidth=cache, l2_bytes=l2, llc_bytes=llc,
         kernel_overhead_s=per_kernel, call_overhead_s=per_call, fork_overhead_s=fork,
         python_call_overhead_s=from_python,
@@ -187,7 +187,8 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
 
 
 def _compute_figures(cache_dir: str, clock, generic: DeviceSpec, figures: _Figures):
-    """(flop rates by dtype, function rates by name) from brrr's own kernels."""
+    """(flop rates by dtype, function rates by name, the rate of functions not measured
+    by name) from brrr's own kernels."""
     sane, log = figures.settle, figures.log
     flops = {}
     for dtype in (torch.float32, torch.float64):
@@ -221,7 +222,7 @@ def _compute_figures(cache_dir: str, clock, generic: DeviceSpec, figures: _Figur
     log("  functions             " + ", ".join(
         f"{k} {v / 1e9:.2f} ({figures.note(k)})" for k, v in functions.items()
         if k not in ("exp", "reduce_min", CHAIN)) + " G/s")
-    return flops, functions
+    return flops, functions, trans
 
 
 def _less_flops(rate: float, flops: float, flop_rate: float) -> float:

@@ -175,3 +175,24 @@ def test_a_noisy_calibration_is_not_saved_unless_forced(tmp_path, monkeypatch):
     assert saved == str(tmp_path / "device.json") and load_device_spec(saved) == noisy.spec
     args = build_parser().parse_args(["calibrate", "--force"])
     assert args.force
+
+
+def test_functions_not_measured_by_name_get_the_libm_calls_rate(monkeypatch):
+    """exp and erf are brrr's inline polynomials; a function without a rate of its own
+    (cos, log1p, ...) is a libm call like sin and log, and gets their mean rate; a chain
+    keeps its own (slower) rate. Micro-benchmarks stubbed: rates by function name."""
+    from brrr_compiler import calibration
+    rates = {"exp": 16e9, "sin": 10e9, "tanh": 11e9, "erf": 20e9, "sigmoid": 12e9, "log": 8e9}
+    monkeypatch.setattr(calibration, "terms_rate",
+                        lambda template, *a, **k: rates[template.split("(")[0][6:]])
+    monkeypatch.setattr(calibration, "chain_rate", lambda step, steps, dtype, *a, **k:
+                        8e11 if step == calibration.FMA else 7e9)
+    monkeypatch.setattr(calibration, "reduce_rate", lambda *a, **k: 30e9)
+    monkeypatch.setattr(calibration, "scalar_transcendental_rate", lambda *a, **k: 5e9)
+    figures = calibration._Figures(lambda message: None)
+    flops, functions, other = calibration._compute_figures("unused", None, generic_cpu(2),
+                                                           figures)
+    cheap = 2 / flops["float32"]                 # each term's scale and add, taken out
+    assert functions["exp"] == pytest.approx(1 / (1 / 16e9 - cheap))
+    assert other == pytest.approx((functions["sin"] + functions["log"]) / 2)
+    assert other < functions["exp"] and functions["transcendental_chain"] < functions["exp"]
