@@ -17,11 +17,13 @@ from brrr_compiler.log import BrrrFallbackError, BrrrWarning
 
 
 def calibrate(cache_dir: str | None = None, save: bool = True,
-              calibration_dir: str | None = None):
+              calibration_dir: str | None = None, force: bool = False):
     """Measure this machine for the cost model and save <calibration_dir>/device.json
-    (default ~/.config/brrr, apart from the kernel cache in `cache_dir`)."""
+    (default ~/.config/brrr, apart from the kernel cache in `cache_dir`); a calibration
+    with figures that never settled is saved only with `force` (as `brrr calibrate
+    --force`)."""
     from brrr_compiler.calibration import calibrate as _calibrate
-    return _calibrate(cache_dir, save, calibration_dir=calibration_dir)
+    return _calibrate(cache_dir, save, calibration_dir=calibration_dir, force=force)
 
 
 def cost_policy(device=None, target: str = "cpp", threads: int | None = None, **limits):
