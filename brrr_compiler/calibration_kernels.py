@@ -37,45 +37,39 @@ def copy_bandwidth(nbytes: int, calls: int, clock=time.perf_counter) -> float:
 def _compiled(step: str, steps: int, result: str = "x", **options):
     """The compiled chain (see _chain), once per process and thread count: the repeated
     tries of a figure time it again rather than compile it again."""
-    return _compiled_for(torch.get_num_threads(), step, steps, result,
+    return _compiled_for(torch.get_num_threads(), (_chain, step, steps, result),
                          tuple(sorted(options.items())))
 
 
 @functools.cache
-def _compiled_for(threads: int, step: str, steps: int, result: str, options: tuple):
+def _compiled_for(threads: int, build: tuple, options: tuple):
+    """torch.compile of build[0](*build[1:]) (_chain or _terms) with brrr `options`."""
     from brrr_compiler.backend import brrr_backend
-    return torch.compile(_chain(step, steps, result),
+    make, *args = build
+    return torch.compile(make(*args),
                          backend=functools.partial(brrr_backend, options=dict(options) or None),
                          dynamic=False)
+
+
+def _function(source: str, label: str):
+    """`fn` of generated `source`: a fresh code object each time, so Dynamo compiles each
+    micro-kernel once (no recompiles of a shared function)."""
+    namespace = {"torch": torch}
+    exec(compile(source, f"<brrr-calibrate {label}>", "exec"), namespace)
+    return namespace["fn"]
 
 
 def _terms(template: str, terms: int):
     """def fn(x): return <template, c=1.0> + <template, c=1.125> + ... (`terms` of them):
     independent evaluations, as real kernels have them (a softmax's exp, a GELU's erf)."""
     body = " + ".join(template.format(c=1.0 + 0.125 * i) for i in range(terms))
-    namespace = {"torch": torch}
-    exec(compile(f"def fn(x):\n    return {body}\n",
-                 f"<brrr-calibrate {template} x{terms} terms>", "exec"), namespace)
-    return namespace["fn"]
-
-
-@functools.cache
-def _compiled_terms(threads: int, template: str, terms: int, cache_dir: str):
-    """The sum in one kernel whatever the device: the cost policy, pricing it with the
-    calibration being replaced, split it in some runs (exp's rate came out 7.5 or 16 G/s)."""
-    from brrr_compiler.backend import brrr_backend
-    return torch.compile(_terms(template, terms), dynamic=False, backend=functools.partial(
-        brrr_backend, options={"cache_dir": cache_dir, "fusion": "greedy"}))
+    return _function(f"def fn(x):\n    return {body}\n", f"{template} x{terms} terms")
 
 
 def _chain(step: str, steps: int, result: str = "x"):
-    """def fn(x): x = <step>, `steps` times; return <result> — a fresh code object each
-    time, so Dynamo compiles each chain once (no recompiles of a shared function)."""
+    """def fn(x): x = <step>, `steps` times; return <result>."""
     body = "".join(f"    x = {step}\n" for _ in range(steps))
-    namespace = {"torch": torch}
-    exec(compile(f"def fn(x):\n{body}    return {result}\n",
-                 f"<brrr-calibrate {step} x{steps} {result}>", "exec"), namespace)
-    return namespace["fn"]
+    return _function(f"def fn(x):\n{body}    return {result}\n", f"{step} x{steps} {result}")
 
 
 FMA, EXP, ADD = "x * 1.0001 + 0.5", "torch.exp(-x)", "x + 1.0"
@@ -156,8 +150,11 @@ def terms_rate(template: str, terms: tuple[int, int], cache_dir: str, numel: int
     independent exps summed 0.085 (benchmarks/results/notes.md, "The cost model validated
     again")."""
     x = torch.rand(numel)
-    t = [_per_call(_compiled_terms(torch.get_num_threads(), template, k, cache_dir), (x,),
-                   calls=20, clock=clock) for k in terms]
+    # greedy: the sum in one kernel whatever the device (the cost policy, pricing it with
+    # the calibration being replaced, split it in some runs: exp came out 7.5 or 16 G/s)
+    options = (("cache_dir", cache_dir), ("fusion", "greedy"))
+    t = [_per_call(_compiled_for(torch.get_num_threads(), (_terms, template, k), options),
+                   (x,), calls=20, clock=clock) for k in terms]
     return (terms[1] - terms[0]) * numel / max(t[1] - t[0], 1e-12)
 
 

@@ -35,7 +35,7 @@ from brrr_compiler import ops
 from brrr_compiler.cost.device import CHAIN, DeviceSpec
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.cost.stats import (CHAINED, REDUCE, SCALAR, CostModelError, KernelStats,
-                                      size_hints, special_cost)
+                                      function_name, size_hints, special_cost)
 from brrr_compiler.schedule_ir import SPLIT_MIN_RED
 
 
@@ -97,7 +97,7 @@ def compute_seconds(stats: KernelStats, device: DeviceSpec) -> float:
             t += units / device.functions["scalar_transcendental"] * scale
             continue
         scale *= _chain_factor(device) if op.endswith(CHAINED) else 1.0
-        op = op.removesuffix(SCALAR).removesuffix(CHAINED)
+        op = function_name(op)
         if device.functions.get(op):         # measured (row schedule; not "...@columns")
             t += count / device.functions[op] * scale
         elif op.startswith(REDUCE):

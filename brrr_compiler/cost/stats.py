@@ -104,7 +104,12 @@ def special_cost(name: str) -> float:
     """Op-table flop-equivalents of a KernelStats.special entry."""
     if name.startswith(REDUCE):
         return op_cost(name[len(REDUCE):].removesuffix(COLUMNS), True)
-    return op_cost(name.removesuffix(SCALAR).removesuffix(CHAINED))
+    return op_cost(function_name(name))
+
+
+def function_name(name: str) -> str:
+    """The op of a transcendental's KernelStats.special entry, without its loop's mark."""
+    return name.removesuffix(SCALAR).removesuffix(CHAINED)
 
 
 @functools.cache
