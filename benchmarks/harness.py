@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
+import random
 import statistics
 import sys
 import time
@@ -77,14 +78,32 @@ def interleaved(
 ) -> dict[str, list[float]]:
     """Time every fn round-robin; per fn, `per_round` (default the mean) of the seconds per
     call of each round. The median instead keeps a round's one preempted call (tens of ms
-    on a loaded 2-core machine) from standing for a round of 20 us calls."""
-    for fn in fns.values():
-        time_fn(fn, args, warmup=1, iters=0)
+    on a loaded 2-core machine) from standing for a round of 20 us calls.
+
+    Each round starts with untimed calls (`settle`): without them, a round of one or a
+    few calls timed the fn right after the previous one, and the fn that followed a long
+    single-threaded one (eager's 25 ms of a pattern brrr runs in 35 us) paid for waking
+    the idle cores: 375 us, then 67, 43, 39 (benchmarks/results/notes.md, "The fn after
+    eager"). The order is shuffled each round (seeded), so that no fn always runs after
+    the same one."""
     times: dict[str, list[float]] = {name: [] for name in fns}
+    names, order = list(fns), random.Random(0)
     for _ in range(rounds):
-        for name, fn in fns.items():
+        for name in order.sample(names, len(names)):
+            fn = fns[name]
+            settle(fn, args)
             times[name].append(per_round(time_fn(fn, args, 0, iters)))
     return times
+
+
+def settle(fn: Callable, args, calls: int = 5, seconds: float = 2e-3) -> None:
+    """Call `fn` untimed until `calls` calls or `seconds` have passed (at least once)."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+        if time.perf_counter() - start >= seconds:
+            break
+    _sync(args)
 
 
 def describe_error(exc: BaseException, limit: int = 120) -> str:

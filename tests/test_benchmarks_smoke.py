@@ -133,24 +133,6 @@ def test_markdown_is_written_without_matplotlib(tmp_path, monkeypatch):
     assert not list(tmp_path.glob("*.png"))
 
 
-def test_harness_fit_and_cache_size():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import harness
-        import machine_env
-    finally:
-        sys.path.remove(str(BENCH))
-    (slope, intercept), r2 = harness.polyfit([1, 2, 4, 8], [1.5, 2.0, 3.0, 5.0], 1)
-    assert (slope, intercept, r2) == (pytest.approx(0.5), pytest.approx(1.0), pytest.approx(1.0))
-    assert harness.backend_spec("brrr:none") == ("brrr", {"fusion": "none"})
-    assert harness.backend_spec("brrr:low_precision=eager") == ("brrr", {"low_precision": "eager"})
-    assert harness.backend_spec("brrr:fold_across_rows=False") == ("brrr", {"fold_across_rows": False})
-    with pytest.raises(ValueError):
-        harness.backend_spec("inductor:none")
-    assert harness.geomean([2.0, 8.0]) == pytest.approx(4.0)
-    assert machine_env.llc_bytes() >= 0
-
-
 def _bench_module(name: str):
     sys.path.insert(0, str(BENCH))
     try:

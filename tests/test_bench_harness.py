@@ -1,0 +1,38 @@
+"""The benchmarks' timing harness (benchmarks/harness.py): fits, backend names, and how
+interleaved rounds call each function. Call counts only; no timing is asserted."""
+import time
+
+import pytest
+
+from tests.test_benchmarks_smoke import _bench_module
+
+
+def test_harness_fit_and_cache_size():
+    harness, machine_env = _bench_module("harness"), _bench_module("machine_env")
+    (slope, intercept), r2 = harness.polyfit([1, 2, 4, 8], [1.5, 2.0, 3.0, 5.0], 1)
+    assert (slope, intercept, r2) == (pytest.approx(0.5), pytest.approx(1.0), pytest.approx(1.0))
+    assert harness.backend_spec("brrr:none") == ("brrr", {"fusion": "none"})
+    assert harness.backend_spec("brrr:low_precision=eager") == ("brrr", {"low_precision": "eager"})
+    assert harness.backend_spec("brrr:fold_across_rows=False") == ("brrr", {"fold_across_rows": False})
+    with pytest.raises(ValueError):
+        harness.backend_spec("inductor:none")
+    assert harness.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert machine_env.llc_bytes() >= 0
+
+
+def test_interleaved_settles_each_fn_before_its_timed_calls():
+    """Each round calls a fn untimed first (a fast fn up to 5 times, a slow one once), so
+    no fn is timed in the state the fn before it left (idle cores to wake)."""
+    harness = _bench_module("harness")
+    calls = {"fast": 0, "slow": 0}
+
+    def fast():
+        calls["fast"] += 1
+
+    def slow():
+        calls["slow"] += 1
+        time.sleep(0.003)
+
+    times = harness.interleaved({"fast": fast, "slow": slow}, (), rounds=2, iters=3)
+    assert calls == {"fast": 2 * (5 + 3), "slow": 2 * (1 + 3)}
+    assert [len(t) for t in times.values()] == [2, 2]
