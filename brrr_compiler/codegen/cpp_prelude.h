@@ -154,8 +154,8 @@ static inline V brrr_call_in(F f, V x, double lo, double hi, double inside,
   extern "C" V BRRR_ZGV(W, v, fn)(V);                                             \
   WIDTHS(BRRR_DECLARE_LEN, ) BRRR_HIDDEN BRRR_PURE T brrr_libm_##fn(T);           \
   BRRR_HIDDEN T brrr_lane_##fn(T) __asm__("brrr_libm_" #fn);                      \
-  T brrr_lane_##fn(T x) {                                                         \
-    return brrr_call_in<W>(BRRR_ZGV(W, v, fn), V{} + x BRRR_UNPAREN D)[0];        \
+  T brrr_lane_##fn(T x) { /* x - 0 broadcasts x, -0.0 too (0 + x made it +0.0) */ \
+    return brrr_call_in<W>(BRRR_ZGV(W, v, fn), x - V{} BRRR_UNPAREN D)[0];        \
   }                                                                               \
   WIDTHS(BRRR_CLONE_1, fn, W, V, D)
 #define BRRR_CLONE_1(n, t, fn, W, V, D)                                           \

@@ -95,3 +95,24 @@ def test_lanes_outside_a_domain_are_nan_and_the_rest_eager_values(dtype):
 
     check_against_eager(f, x, grad=False)
     check_against_eager(f, short, grad=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_negative_zero_keeps_its_sign_in_every_lane(dtype):
+    """-0.0 through each function odd at 0 (f(-0) = -0) in a tiled kernel whose inner
+    loop of 5 ends in a scalar tail: the tail's lane was broadcast as 0 + x, which is +0,
+    and an atan2 of it then gave pi for -pi (fuzz seed 188541: tanh, float64)."""
+    a = torch.full((16, 31, 5), -0.0, dtype=dtype).transpose(-1, -2)
+    b = torch.full((16, 5, 31), -0.0, dtype=dtype)
+    odd = [r for r in LIBM if r.arity == 1 and r.name in (
+        "sin", "tan", "tanh", "sinh", "asin", "atan", "asinh", "atanh", "expm1", "log1p",
+        "erf")]
+    assert len(odd) >= 10
+
+    def f(a, b):
+        return torch.stack([r.ref(a + b) for r in odd])
+
+    out = torch.compile(f, backend="brrr")(a, b)
+    assert torch.equal(torch.signbit(out), torch.signbit(f(a, b))), \
+        torch.signbit(out).flatten(1).sum(1)
+    check_against_eager(f, a, b)
