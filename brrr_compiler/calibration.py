@@ -53,13 +53,10 @@ from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, 
                                                cache_bandwidth, chain_rate, copy_bandwidth,
                                                fork_overhead, overheads, reduce_rate,
                                                scalar_transcendental_rate, terms_rate)
-from brrr_compiler.cost.device import CHAIN, MIB, DeviceSpec, generic_cpu, save_device_spec
+from brrr_compiler.cost.device import (CHAIN, MIB, DeviceSpec, generic_cpu, in_float64,
+                                       save_device_spec)
 
 STABLE_SPREAD = 0.10   # a figure's last three tries within 10% of each other
-# the plausible middle of a kernel's dispatch inside a segment (0.08-0.2 us measured on
-# 2-core EPYC and Xeon): the generic device's 3 us is a call from Python, which most of
-# a model's kernels pay alone between library calls, 30x more than a segment's
-SEGMENT_DISPATCH_S = 0.2e-6
 TRIES = 6
 
 
@@ -158,7 +155,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
     log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 0.75 to 3 MB; "
         f"{figures.note('cache bandwidth')})")
     per_kernel = sane("kernel overhead", lambda: overheads(cache_dir, clock)[0],
-                      SEGMENT_DISPATCH_S)
+                      generic.kernel_overhead_s)
     per_call = sane("call overhead", lambda: overheads(cache_dir, clock)[1],
                     generic.call_overhead_s)
     from_python = sane("python call overhead", lambda: overheads(cache_dir, clock, False)[0],
@@ -204,6 +201,11 @@ def _compute_figures(cache_dir: str, clock, generic: DeviceSpec, figures: _Figur
         per_term = sane(name, lambda: terms_rate(template, (1, 4), cache_dir, clock=clock),
                         generic.transcendentals)
         functions[name] = _less_flops(per_term, 2, flops["float32"])
+    for name, template in FUNCTIONS.items():         # libm's double functions, not brrr's
+        per_term = sane(f"{name} float64", lambda: terms_rate(
+            template, (1, 4), cache_dir, clock=clock, dtype=torch.float64),
+            generic.functions.get(in_float64(name), functions[name] / 4))
+        functions[in_float64(name)] = _less_flops(per_term, 2, flops["float64"])
     trans = statistics.mean(functions[name] for name in LIBM_CALLS)
     per_step = sane("exp chain", lambda: chain_rate(EXP, (1, 4), torch.float32, cache_dir,
                                                     clock=clock), functions["exp"] / 2)
@@ -217,11 +219,14 @@ def _compute_figures(cache_dir: str, clock, generic: DeviceSpec, figures: _Figur
                                generic.functions.get(name, flops["float32"]))
     functions["reduce_min"] = functions["reduce_max"]           # the same loop
     functions["scalar_transcendental"] = sane(
-        "scalar transcendental", lambda: scalar_transcendental_rate(cache_dir, clock),
+        "scalar_transcendental", lambda: scalar_transcendental_rate(cache_dir, clock),
         generic.functions["scalar_transcendental"])
     log("  functions             " + ", ".join(
         f"{k} {v / 1e9:.2f} ({figures.note(k)})" for k, v in functions.items()
-        if k not in ("exp", "reduce_min", CHAIN)) + " G/s")
+        if k not in ("exp", "reduce_min", CHAIN) and not k.endswith(".float64")) + " G/s")
+    log("  float64 functions     " + ", ".join(
+        f"{k} {functions[in_float64(k)] / 1e9:.2f} ({figures.note(f'{k} float64')})"
+        for k in FUNCTIONS) + " G/s")
     return flops, functions, trans
 
 

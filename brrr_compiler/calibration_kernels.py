@@ -142,14 +142,14 @@ def chain_rate(step: str, steps: tuple[int, int], dtype, cache_dir: str, numel: 
 
 
 def terms_rate(template: str, terms: tuple[int, int], cache_dir: str, numel: int = 1 << 18,
-               clock=time.perf_counter) -> float:
+               clock=time.perf_counter, dtype=torch.float32) -> float:
     """Evaluations per second of a function in sums of `terms` independent evaluations
     (_terms): the slope between the two counts. A chain of them (x = f(x), again) runs at
     the latency of one evaluation after another, not at the vector units' throughput:
     exp(-x) four times chained cost 0.16 ns an exp more each (2 threads, float32), four
     independent exps summed 0.085 (benchmarks/results/notes.md, "The cost model validated
     again")."""
-    x = torch.rand(numel)
+    x = torch.rand(numel, dtype=dtype)
     # greedy: the sum in one kernel whatever the device (the cost policy, pricing it with
     # the calibration being replaced, split it in some runs: exp came out 7.5 or 16 G/s)
     options = (("cache_dir", cache_dir), ("fusion", "greedy"))

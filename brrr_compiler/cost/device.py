@@ -26,6 +26,14 @@ CHAIN = "transcendental_chain"
 GIB, MIB = 1 << 30, 1 << 20
 
 
+def in_float64(function: str) -> str:
+    """DeviceSpec.functions key of `function`'s rate in float64: libm's double functions
+    (exp and erf included, which brrr inlines only in float32) run 2-6x slower than
+    float32's, more than the flop rates' 2x (benchmarks/results/notes.md, "float64
+    functions")."""
+    return f"{function}.float64"
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     name: str
@@ -84,17 +92,25 @@ def dtype_key(dtype: torch.dtype) -> str:
 
 
 def generic_cpu(threads: int | None = None) -> DeviceSpec:
-    """A middle-of-the-road AVX2 server core, scaled to `threads` (default torch's)."""
+    """A middle-of-the-road current AVX2 server core, scaled to `threads` (default torch's).
+
+    Rates a little below the calibrations of the 2-vCPU EPYC and Xeon brrr is measured on
+    (benchmarks/results/notes.md, "The generic device refreshed"): the per-kernel
+    dispatch of a kernel in a segment (0.1-0.3 us measured), a call from Python (1.1-1.3),
+    inline vectorized exp (8.5 G/s a thread measured), libm calls (5.2), exp chained on
+    its own result (3.6), functions in loops that do not vectorize (2.7), exp in float64
+    (1.6: libm's double exp, 4x slower than float32's where the flop rate halves)."""
     t = threads or torch.get_num_threads()
-    per_thread = {"float32": 32e9, "float64": 16e9, "float16": 32e9, "bfloat16": 32e9}
+    per_thread = {"float32": 40e9, "float64": 20e9, "float16": 40e9, "bfloat16": 40e9}
+    functions = {"exp": 7e9, CHAIN: 3e9, "scalar_transcendental": 2e9,
+                 in_float64("exp"): 1.5e9}
     return DeviceSpec(
         name="generic-cpu", kind="cpu", threads=t,
-        flops={k: v * t for k, v in per_thread.items()}, transcendentals=1.5e9 * t,
-        # brrr's row argmax/argmin loops do not vectorize: functions in them run scalar
-        functions={"scalar_transcendental": 0.35e9 * t},
-        dram_bandwidth=30e9, cache_bandwidth=60e9 * t, l2_bytes=1 * MIB, llc_bytes=32 * MIB,
-        kernel_overhead_s=3e-6, call_overhead_s=15e-6, fork_overhead_s=1.5e-6 if t > 1 else 0.0,
-        python_call_overhead_s=3e-6,
+        flops={k: v * t for k, v in per_thread.items()}, transcendentals=4e9 * t,
+        functions={k: v * t for k, v in functions.items()},
+        dram_bandwidth=40e9, cache_bandwidth=70e9 * t, l2_bytes=1 * MIB, llc_bytes=32 * MIB,
+        kernel_overhead_s=0.3e-6, call_overhead_s=15e-6, fork_overhead_s=1e-6 if t > 1 else 0.0,
+        python_call_overhead_s=1.5e-6,
         parallel_min_elements=32768,
         overlap=1.0, source="default")
 

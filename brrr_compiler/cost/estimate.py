@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 from brrr_compiler import ops
-from brrr_compiler.cost.device import CHAIN, DeviceSpec
+from brrr_compiler.cost.device import CHAIN, DeviceSpec, in_float64
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.cost.stats import (CHAINED, REDUCE, SCALAR, CostModelError, KernelStats,
                                       function_name, size_hints, special_cost)
@@ -96,15 +96,33 @@ def compute_seconds(stats: KernelStats, device: DeviceSpec) -> float:
             units = count * special_cost(op) / ops.TRANSCENDENTAL
             t += units / device.functions["scalar_transcendental"] * scale
             continue
-        scale *= _chain_factor(device) if op.endswith(CHAINED) else 1.0
+        chain = _chain_factor(device) if op.endswith(CHAINED) else 1.0
         op = function_name(op)
+        if op.startswith(REDUCE):
+            measured = device.functions.get(op)
+            t += count / measured * scale if measured else \
+                count * special_cost(op) / _rate(device, key)
+            continue
+        if key == "float64":
+            scale = _float64_scale(device, op, scale)
         if device.functions.get(op):         # measured (row schedule; not "...@columns")
-            t += count / device.functions[op] * scale
-        elif op.startswith(REDUCE):
-            t += count * special_cost(op) / _rate(device, key)
+            t += count / device.functions[op] * scale * chain
         else:
-            t += count * special_cost(op) / ops.TRANSCENDENTAL / device.transcendentals * scale
+            t += count * special_cost(op) / ops.TRANSCENDENTAL / device.transcendentals \
+                * scale * chain
     return t
+
+
+def _float64_scale(device: DeviceSpec, op: str, flop_scale: float) -> float:
+    """How much longer `op` takes in float64 than in float32: its own measured rates'
+    ratio, else the geometric mean of the functions measured in both, else the flop
+    rates' ratio (`flop_scale`)."""
+    measured = device.functions.get(in_float64(op))
+    if measured and device.functions.get(op):
+        return device.functions[op] / measured
+    ratios = [math.log(rate / device.functions[in_float64(name)])
+              for name, rate in device.functions.items() if device.functions.get(in_float64(name))]
+    return math.exp(sum(ratios) / len(ratios)) if ratios else flop_scale
 
 
 def _chain_factor(device: DeviceSpec) -> float:

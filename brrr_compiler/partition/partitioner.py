@@ -52,6 +52,7 @@ class Walk:
         self.decisions: list[Decision] = []
         self._decided: set = set()          # (producer, consumer, verdict, reason) recorded
         self.refused: list = []             # (consumer, groups) of illegal merges: revisit
+        self.declined: list = []            # (consumer, groups) the policy declined: revisit
 
     def _chainable(self, n) -> bool:
         """A fusible single-user view: index arithmetic that may join its user's kernel."""
@@ -92,8 +93,11 @@ class Walk:
             if producer is None or self.group_of[producer] is self.group_of[node]:
                 continue
             a, b = self.group_of[producer], self.group_of[node]
-            if self.try_merge(a, b | set(views)) is None:
+            merged = self.try_merge(a, b | set(views))
+            if merged is None:
                 self.refused.append((node, a, b))
+            elif not merged:
+                self.declined.append((arg, node, a, b))
 
     def revisit(self) -> None:
         """Propose once more the merges the walk refused as illegal: a cycle through a group
@@ -113,6 +117,19 @@ class Walk:
                 stored = legality.stored_nodes(b, self.graph_outputs)
                 if stored and reads_once(chains) and unit_stride(chains, stored[0]):
                     self.try_merge(a, b.union(*chains.values()))
+
+    def reconsider(self) -> None:
+        """Ask the policy once more about the merges it declined while either side has
+        grown since: a value priced on its own for each element of a two-node kernel (a
+        layer norm's per-row scale, recomputed per element) may cost once per row in the
+        larger kernel its reader joined. Groups that never grew get the same answer."""
+        declined, self.declined = self.declined, []
+        for arg, node, a_then, b_then in declined:
+            producer, views = self.producer_chain(arg)
+            a, b = self.group_of.get(producer), self.group_of[node]
+            if a is None or a is b or (a is a_then and b is b_then):
+                continue
+            self.try_merge(a, b | set(views))
 
     def view_chains(self, a: set, b: set) -> dict:
         """{(member of a, its user): the chain of fusible single-user views from that
@@ -229,6 +246,7 @@ def partition(gm: torch.fx.GraphModule, policy: FusionPolicy, max_args: int = 48
     for node in gm.graph.nodes:
         walk.visit(node)
     walk.revisit()
+    walk.reconsider()
     merge_siblings(walk)
     if getattr(policy, "recompute", False):
         offer_recompute(walk)

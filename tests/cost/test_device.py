@@ -7,6 +7,7 @@ from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
 from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _cache_sizes, _Figures
+from brrr_compiler.cost.device import in_float64
 from brrr_compiler.calibration_kernels import _terms, copy_bandwidth, fork_overhead, overheads
 
 
@@ -183,8 +184,8 @@ def test_functions_not_measured_by_name_get_the_libm_calls_rate(monkeypatch):
     keeps its own (slower) rate. Micro-benchmarks stubbed: rates by function name."""
     from brrr_compiler import calibration
     rates = {"exp": 16e9, "sin": 10e9, "tanh": 11e9, "erf": 20e9, "sigmoid": 12e9, "log": 8e9}
-    monkeypatch.setattr(calibration, "terms_rate",
-                        lambda template, *a, **k: rates[template.split("(")[0][6:]])
+    monkeypatch.setattr(calibration, "terms_rate", lambda template, *a, dtype=torch.float32,
+                        **k: rates[template.split("(")[0][6:]] / (4 if dtype == torch.float64 else 1))
     monkeypatch.setattr(calibration, "chain_rate", lambda step, steps, dtype, *a, **k:
                         8e11 if step == calibration.FMA else 7e9)
     monkeypatch.setattr(calibration, "reduce_rate", lambda *a, **k: 30e9)
@@ -196,3 +197,6 @@ def test_functions_not_measured_by_name_get_the_libm_calls_rate(monkeypatch):
     assert functions["exp"] == pytest.approx(1 / (1 / 16e9 - cheap))
     assert other == pytest.approx((functions["sin"] + functions["log"]) / 2)
     assert other < functions["exp"] and functions["transcendental_chain"] < functions["exp"]
+    # each function measured in float64 too (libm's double functions), its own key
+    assert functions[in_float64("tanh")] == pytest.approx(
+        1 / (4 / 11e9 - 2 / flops["float64"]))

@@ -106,6 +106,22 @@ def test_float64_uses_its_rate_and_size():
     assert est.memory_s == pytest.approx(16 * N * N / 1e9)
 
 
+def test_float64_functions_at_their_measured_rates():
+    """libm's double functions are slower than float32's by more than the flop rates say:
+    a function measured in float64 costs its own rate there; one that was not, the mean
+    slowdown of those that were; a device that measured none, the flop rates' 2x."""
+    x64 = _x(N, N, dtype=torch.float64)
+    measured = TOY.replace(functions={"exp": 1e8, "exp.float64": 0.25e8,
+                                      "tanh": 1e8, "tanh.float64": 0.1e8})
+    est = estimate_group(_only_group(lambda x: x.exp() * 3, x64), measured)
+    assert est.compute_s == pytest.approx(N * N / 0.25e8 + N * N / 0.5e9)
+    est = estimate_group(_only_group(lambda x: x.sin() * 3, x64), measured)
+    slower = (4 * 10) ** 0.5                   # geometric mean of exp's 4x and tanh's 10x
+    assert est.compute_s == pytest.approx(N * N / 1e8 * slower + N * N / 0.5e9)
+    est = estimate_group(_only_group(lambda x: x.exp() * 3, x64), TOY)
+    assert est.compute_s == pytest.approx(N * N / 1e8 * 2 + N * N / 0.5e9)
+
+
 def test_tiny_kernel_is_overhead_bound():
     est = estimate_group(_only_group(lambda x: x * 2, _x(10)), TOY)
     assert est.bound == "overhead" and est.total_s == pytest.approx(1e-6 + 80 / 1e9)

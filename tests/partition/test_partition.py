@@ -131,6 +131,26 @@ def test_custom_policy_is_honoured():
     assert [d.metrics["call"] for d in plan.decisions] == [1, 2, 3]
 
 
+class ExpOnlyIntoAnAdd:
+    """Declines an exp's group into a group without an add: the exp's merge into the mul
+    is declined until the mul's group takes the add."""
+    name = "exp-only-into-an-add"
+
+    def decide(self, candidate):
+        has = {n.target for n in candidate.consumer}
+        accept = aten.exp.default not in {n.target for n in candidate.producer} or \
+            aten.add.Tensor in has
+        return Verdict(accept, f"custom: {accept}")
+
+
+def test_a_declined_merge_is_asked_again_once_a_side_has_grown():
+    plan = plan_of(lambda x: x.exp() * 3 + 1, _x(8, 5), policy=ExpOnlyIntoAnAdd())
+    assert [_targets(g) for g in plan.groups] == [
+        [aten.exp.default, aten.mul.Tensor, aten.add.Tensor]], str(plan)
+    assert [(d.producer, d.consumer, d.accepted) for d in plan.decisions] == [
+        ("exp", "mul", False), ("mul", "add", True), ("exp", "add+mul", True)], str(plan)
+
+
 class _Raises:
     name = "my-raising-policy"
 
