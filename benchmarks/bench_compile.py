@@ -67,7 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     quick = args.quick
     args.results_dir = reporting.results_dir(args.results_dir, args.quick)
     args.workloads = _pick(args.workloads, "bias_gelu" if quick else WORKLOADS, _all_workloads())
-    args.models = _pick(args.models, "" if quick else MODELS, _all_models())
+    args.models = _model_specs(_pick(args.models, "" if quick else MODELS, _all_models()))
     default_backends = "aot_eager,brrr" if quick else "aot_eager,inductor,brrr"
     args.backends = (args.backends or default_backends).split(",")
     args.scaling = [int(n) for n in _pick(args.scaling, "1,2,4" if quick else SCALING, [])]
@@ -78,6 +78,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 def _pick(value: str | None, default: str, everything: list[str]) -> list[str]:
     value = default if value is None else value
     return everything if value == "all" else [v for v in value.split(",") if v]
+
+
+def _model_specs(names: list[str]) -> list[str]:
+    """name:mode pairs; a bare model name stands for both of its modes."""
+    known = _all_models()
+    specs = [s for n in names for s in ([n] if ":" in n else (f"{n}:inference", f"{n}:training"))]
+    unknown = [s for s in specs if s not in known]
+    if unknown:
+        raise SystemExit(f"unknown model:mode {', '.join(unknown)}; known: {', '.join(known)}")
+    return specs
 
 
 def _all_workloads() -> list[str]:

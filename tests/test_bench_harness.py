@@ -1,6 +1,7 @@
 """The benchmarks' timing harness (benchmarks/harness.py): fits, backend names, and how
 interleaved rounds call each function. Call counts only; no timing is asserted."""
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,13 @@ def test_interleaved_settles_each_fn_before_its_timed_calls():
     times = harness.interleaved({"fast": fast, "slow": slow}, (), rounds=2, iters=3)
     assert calls == {"fast": 2 * (5 + 3), "slow": 2 * (1 + 3)}
     assert [len(t) for t in times.values()] == [2, 2]
+
+
+def test_bench_compile_takes_bare_model_names_and_refuses_unknown_ones(monkeypatch):
+    bench_compile = _bench_module("bench_compile")
+    monkeypatch.syspath_prepend(str(Path(bench_compile.__file__).parent))  # its lazy imports
+    args = bench_compile.parse_args(["--models", "resnet,gpt2:training", "--scaling", "",
+                                     "--workloads", ""])
+    assert args.models == ["resnet:inference", "resnet:training", "gpt2:training"]
+    with pytest.raises(SystemExit, match="unknown model:mode nope:inference"):
+        bench_compile.parse_args(["--models", "nope"])

@@ -76,3 +76,20 @@ def test_a_half_value_narrowed_from_float64_is_exact_and_a_float32_one_is_not():
     plan = plan_of(lambda t: t.abs().to(torch.bfloat16), y)
     k = lower_group(plan.groups[0], plan.groups[0].name)
     assert not any(s.value == EXACT for s in k.body)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_constant_is_exact_where_a_round_trip_through_the_type_keeps_it(dtype):
+    """The constant check (struct, not a tensor round trip) agrees with torch's own
+    conversion on edges: subnormals, the largest finite values, overflow, infinities."""
+    from brrr_compiler.transforms.exact_casts import _holds
+
+    info = torch.finfo(dtype)
+    edges = [0.0, -0.0, 1.0, 0.1, 1 / 3, info.max, info.max * (1 + 2 ** -12), info.max * 2,
+             info.tiny, info.tiny / 2, info.smallest_normal * info.eps, 2.0 ** -150, 3.5e38,
+             1e308, float("inf"), float("-inf"), float("nan"), 257.0, 1.0 + 2 ** -8, -2.5]
+    bits = ALL_BITS[::97].view(dtype).double().tolist()
+    for v in edges + bits:
+        round_trip = torch.tensor(v, dtype=torch.float64).to(dtype).double().item()
+        assert _holds(dtype, v) == (v != v or round_trip == v), v
+    assert not _holds(dtype, True) and not _holds(dtype, "1.0")
