@@ -27,6 +27,17 @@ def free_symbols(expr) -> frozenset:
     return frozenset(sympy.sympify(expr).free_symbols)
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def clamp(i: sympy.Expr, low, high) -> sympy.Expr:
+    """min(max(i, low), high). Made once per index, and numbers folded here: sympy asks
+    its assumptions on every Min and Max it builds, and the cost policy lowers a slice or a
+    cat again in every candidate group that holds it (0.3 s of a GPT-2's compile)."""
+    i, low, high = sympy.sympify(i), sympy.sympify(low), sympy.sympify(high)
+    if i.is_Integer and low.is_Integer and high.is_Integer:
+        return sympy.Integer(min(max(int(i), int(low)), int(high)))
+    return sympy.Min(sympy.Max(i, low), high)
+
+
 def shape(val) -> tuple:
     return _sizes(val.shape)
 

@@ -173,10 +173,14 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
         _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args,
                  input_dtypes=floats)
     if grad:
+        drawn_as = [o.dtype for o in _tensors(expected) if o.requires_grad]
+        rounded_grads = (lambda: rounded_each_op(
+            lambda *xs: _gradients(fn(*xs), xs, params, drawn_as),
+            *[clone_input(a) for a in args], grad=True)) if reference else None
         _compare(_gradients(actual, brrr_args, params),
                  _gradients(expected, eager_args, params),
                  atol, rtol, "gradient of input or parameter", reference=ref_grads,
-                 input_dtypes=floats)
+                 rounded=rounded_grads, input_dtypes=floats)
     torch._dynamo.reset()
     if backend_is_brrr and not allow_fallback:
         assert_no_fallback(sink, kernels)

@@ -153,3 +153,36 @@ def test_a_zero_signed_by_another_order_passes_and_a_wrong_value_does_not():
 def test_a_compiled_min_that_meets_its_zeros_in_another_order_matches():
     x, y = _zeros_first_negative()
     check_against_eager(_atan2_of_min, x, y, grad=False, reference=True)
+
+
+def test_an_ill_conditioned_result_is_allowed_the_correctly_rounded_programs_error():
+    """cos of a large argument: one rounding of the argument moves the result by many
+    units. Eager's luck sets no bar below what the correctly rounded program itself
+    misses by; a result far beyond that still fails."""
+    x = torch.linspace(500.0, 560.0, 128, dtype=torch.float64)
+
+    def program(t):
+        return torch.cos((t / 3) * 3 + 0.1).sum(0, keepdim=True)
+
+    exact = program(x)
+    rounded = rounded_each_op(program, x.float())
+    eager = exact.float()                             # as if eager were lucky: exact
+    brrr = rounded + (rounded - exact.float()) * 0.5   # 1.5x the correctly rounded error
+    assert (rounded.double() - exact).abs().item() > 1e-5
+    assert not within_eager_error(brrr, eager, exact)
+    assert within_eager_error(brrr, eager, exact, rounded=rounded)
+    assert not within_eager_error(brrr + 1e-2, eager, exact, rounded=rounded)
+
+
+def test_the_correctly_rounded_programs_gradients_round_the_backwards_ops_too():
+    x = torch.tensor([548.0, 300.5, 7.25], requires_grad=True)
+
+    def grads(t):
+        return torch.autograd.grad(torch.sin(t * 1.1).sum(), t)
+
+    (rounded,) = rounded_each_op(grads, x, grad=True)
+    exact = torch.cos(x.detach().double() * 1.1) * 1.1
+    assert rounded.dtype == torch.float32
+    arg = (x.detach().double() * 1.1).float().double()        # forward: rounded once
+    assert torch.equal(rounded, (torch.cos(arg).float().double() * 1.1).float())
+    assert (rounded.double() - exact).abs().max() < 1e-3

@@ -12,7 +12,7 @@ import functools
 import sympy
 import torch
 
-from brrr_compiler.symbolic import shape, strides, to_sympy  # noqa: F401 (re-exported)
+from brrr_compiler.symbolic import clamp, shape, strides, to_sympy  # noqa: F401 (re-exported)
 
 aten = torch.ops.aten
 
@@ -76,7 +76,7 @@ def _slice_index(node, idx, in_shape):
     size = in_shape[d]
     if start.is_number and start < 0:
         start = start + size
-    start = sympy.Min(sympy.Max(start, 0), size)
+    start = clamp(start, 0, size)
     res = list(idx)
     res[d] = start + step * idx[d]
     return tuple(res)
