@@ -12,7 +12,9 @@ on a CPU, special-function units on a GPU).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -58,6 +60,14 @@ class DeviceSpec:
     parallel_min_elements: int = 0  # smaller kernels run on one thread (the C++ printer's rule)
     overlap: float = 1.0            # 1: time = max(compute, memory); 0: their sum
     source: str = "default"         # "default", "datasheet", "calibrated <date>", a path
+
+    @functools.cached_property
+    def float64_slowdown(self) -> float | None:
+        """The geometric mean of float32 over float64 rates of the functions measured in
+        both (None: none is); kept, the estimate asks it for every float64 function."""
+        ratios = [math.log(rate / self.functions[in_float64(name)])
+                  for name, rate in self.functions.items() if self.functions.get(in_float64(name))]
+        return math.exp(sum(ratios) / len(ratios)) if ratios else None
 
     def flops_for(self, dtype: torch.dtype) -> float:
         """Flop-equivalents/s for arithmetic in `dtype` (integers and bool: float32's)."""

@@ -120,9 +120,7 @@ def _float64_scale(device: DeviceSpec, op: str, flop_scale: float) -> float:
     measured = device.functions.get(in_float64(op))
     if measured and device.functions.get(op):
         return device.functions[op] / measured
-    ratios = [math.log(rate / device.functions[in_float64(name)])
-              for name, rate in device.functions.items() if device.functions.get(in_float64(name))]
-    return math.exp(sum(ratios) / len(ratios)) if ratios else flop_scale
+    return device.float64_slowdown or flop_scale
 
 
 def _chain_factor(device: DeviceSpec) -> float:
