@@ -138,7 +138,9 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
     `strict` also compares the inputs after the call (values,
     dtypes, strides: what the function mutated). `reference` judges a float32, float16 or
     bfloat16 value that misses eager's tolerance against the same program run in float64
-    instead: it passes if it is no further from that than eager is. `reference` may be
+    instead: it passes if it is no further from that than eager is, or than the program
+    run with each op correctly rounded is (outputs and gradients; accuracy.py's note on
+    ill-conditioned results). `reference` may be
     that float64 program itself (a function like `fn` whose casts to lower precision
     are float64 too: the exact math a float32-intermediate chain approximates). With
     `reference`, a bool or integer output may also match `fn` run with each op
