@@ -4,9 +4,11 @@ A tool beside the pipeline, not part of the cost model: it compiles and runs brr
 through the driver, so it lives at the top with the command line (cost/ only reads the
 DeviceSpec it saves).
 
-    streaming bandwidth    dst.copy_(src) of 256 MB float32 (read + write counted)
+    streaming bandwidth    a brrr kernel x + 1 on 192 MB of float32 (read + write counted)
     cache bandwidth        a brrr kernel x + 1 on 0.75 and 3 MB (in cache): bytes moved over
                            the time between the two sizes
+    l2 bandwidth           the same on sizes the threads' L2s hold (read from sysfs: moving
+                           a sixth and a half of them)
     flop rate              brrr kernels of 8 and 40 steps x * 1.0001 + 0.5 on 1 MB of
                            data (float32, float64): 2 flop-equivalents per step and element
     transcendental rate    brrr kernels summing 1 and 4 independent exp(-c x) on the same
@@ -50,9 +52,10 @@ from typing import NamedTuple
 import torch
 
 from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, REDUCTIONS,
-                                               cache_bandwidth, chain_rate, copy_bandwidth,
-                                               fork_overhead, overheads, reduce_rate,
-                                               scalar_transcendental_rate, terms_rate)
+                                               cache_bandwidth, chain_rate, fork_overhead,
+                                               l2_bandwidth, overheads, reduce_rate,
+                                               scalar_transcendental_rate, stream_bandwidth,
+                                               terms_rate)
 from brrr_compiler.cost.device import (CHAIN, MIB, DeviceSpec, generic_cpu, in_float64,
                                        save_device_spec)
 
@@ -75,6 +78,13 @@ def _cache_sizes() -> tuple[int, int]:
         mult = {"K": 1 << 10, "M": MIB, "G": 1 << 30}.get(text[-1], 1)
         sizes[level] = int(text.rstrip("KMG")) * mult
     return sizes.get(2, MIB), sizes.get(max(sizes) if sizes else 3, 32 * MIB)
+
+
+def _l2_sizes(l2_total: int, parallel_min: int) -> tuple[int, int] | None:
+    """Two x + 1 sizes (float32 elements) that move at most half of the threads' L2s
+    (8 bytes an element), both large enough to run on every thread; None if none are."""
+    hi = l2_total // 16
+    return (hi // 3, hi) if hi // 3 >= parallel_min else None
 
 
 def cpu_model_name(default: str = "cpu") -> str:
@@ -146,14 +156,21 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
     generic, figures = generic_cpu(threads), _Figures(log)
     sane = figures.settle
     l2, llc = _cache_sizes()
-    dram = sane("streaming bandwidth", lambda: copy_bandwidth(256 * MIB, 1, clock),
+    dram = sane("streaming bandwidth", lambda: stream_bandwidth(192 * MIB, cache_dir, clock),
                 generic.dram_bandwidth)
-    log(f"  streaming bandwidth   {dram / 1e9:8.1f} GB/s  (copy of 256 MB, read + write; "
+    log(f"  streaming bandwidth   {dram / 1e9:8.1f} GB/s  (brrr x + 1 on 192 MB, read + write; "
         f"{figures.note('streaming bandwidth')})")
     cache = sane("cache bandwidth", lambda: cache_bandwidth(cache_dir, clock),
                  generic.cache_bandwidth)
     log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 0.75 to 3 MB; "
         f"{figures.note('cache bandwidth')})")
+    in_l2 = _l2_sizes(l2 * threads, PARALLEL_MIN_NUMEL)
+    l2_rate = sane("l2 bandwidth", lambda: l2_bandwidth(cache_dir, in_l2, clock),
+                   cache) if in_l2 else 0.0
+    log(f"  l2 bandwidth          {l2_rate / 1e9:8.1f} GB/s  (brrr x + 1 on {in_l2[0] // 256}"
+        f" to {in_l2[1] // 256} KB; {figures.note('l2 bandwidth')})" if in_l2 else
+        f"  l2 bandwidth          not measured: the L2s ({l2 * threads >> 10} KB) hold no "
+        f"kernel large enough to run on every thread; the cache bandwidth stands in")
     per_kernel = sane("kernel overhead", lambda: overheads(cache_dir, clock)[0],
                       generic.kernel_overhead_s)
     per_call = sane("call overhead", lambda: overheads(cache_dir, clock)[1],
@@ -175,7 +192,8 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
     spec = DeviceSpec(
         name=cpu_model_name(), kind="cpu", threads=threads, flops=flops,
         transcendentals=other, functions=functions,
-        dram_bandwidth=dram, cache_bandwidth=cache, l2_bytes=l2, llc_bytes=llc,
+        dram_bandwidth=dram, cache_bandwidth=cache, l2_bandwidth=l2_rate, l2_bytes=l2,
+        llc_bytes=llc,
         kernel_overhead_s=per_kernel, call_overhead_s=per_call, fork_overhead_s=fork,
         python_call_overhead_s=from_python,
         parallel_min_elements=PARALLEL_MIN_NUMEL, overlap=1.0, source=source)

@@ -27,11 +27,21 @@ def _per_call(fn, args=(), calls: int = 10, rounds: int = 7, budget_s: float = 2
     return samples[int(QUANTILE * (len(samples) - 1))]
 
 
-def copy_bandwidth(nbytes: int, calls: int, clock=time.perf_counter) -> float:
-    """Bytes/s of dst.copy_(src), counting read + write."""
-    n = nbytes // 4
-    src, dst = torch.ones(n), torch.empty(n)
-    return 2 * n * 4 / _per_call(dst.copy_, (src,), calls=calls, clock=clock)
+def stream_bandwidth(nbytes: int, cache_dir: str, clock=time.perf_counter) -> float:
+    """Bytes/s (read + write) of a brrr kernel x + 1 over `nbytes` of float32: what brrr's
+    own streaming loop moves (ATen's copy_ is a memcpy, which ran 66 GB/s here where
+    brrr's pointwise kernels of 100 MB and more moved 49-58)."""
+    x = torch.rand(nbytes // 4)
+    return 2 * x.numel() * 4 / _per_call(_compiled(ADD, 1, cache_dir=cache_dir), (x,),
+                                         calls=1, clock=clock)
+
+
+def l2_bandwidth(cache_dir: str, elements: tuple[int, int], clock=time.perf_counter) -> float:
+    """Bytes/s (read + write) of a brrr kernel x + 1 on data the threads' L2s hold: the
+    slope between two sizes (`elements`), so the call and fork cancel out."""
+    fn = _compiled(ADD, 1, cache_dir=cache_dir)
+    t = [_per_call(fn, (torch.rand(n),), calls=200, clock=clock) for n in elements]
+    return 8 * (elements[1] - elements[0]) / max(t[1] - t[0], 1e-12)
 
 
 def _compiled(step: str, steps: int, result: str = "x", **options):

@@ -70,10 +70,15 @@ def _aligned(tree, n: int) -> list:
     return tensors if len(tensors) == n else [None] * n
 
 
+# the correctly rounded program, then two rounded at random (accuracy.py's note)
+JITTERS = (None, 1, 2)
+
+
 def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=None,
              rounded=None, input_dtypes=(), signed=None) -> None:
-    """`rounded`: the correctly rounded program's outputs, or a function making them,
-    called only when an output is outside eager's tolerance; `signed`: likewise, the
+    """`rounded`: a function making the correctly rounded program's outputs and those of
+    the randomly rounded ones (a list of runs, the correctly rounded first), called only
+    when an output is outside eager's tolerance; `signed`: likewise, the
     float64 program's outputs with order-signed zeros signed otherwise (accuracy.py);
     `input_dtypes`: the program's float input dtypes, the coarsest of which sets the
     units of its error."""
@@ -91,10 +96,10 @@ def _compare(actual, expected, atol, rtol, what: str, strides=False, reference=N
                 rounded = rounded()
             if callable(signed):
                 signed = signed()
-            ro = _aligned(rounded, len(expected))[i]
+            ro, *fair = [_aligned(run, len(expected))[i] for run in rounded or [None]]
             alts = [_aligned(v, len(expected))[i] for v in signed or ()]
             if a.dtype != e.dtype or a.shape != e.shape or \
-                    not within_eager_error(a, e, r, rounded=ro, alts=alts,
+                    not within_eager_error(a, e, r, rounded=ro, alts=alts, fair=fair,
                                            coarse=coarsest_tol({e.dtype, *input_dtypes})):
                 raise
         if strides:
@@ -164,8 +169,9 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
     ref_fn = reference if callable(reference) else fn
     ref_out, ref_args, ref_grads = _float64_reference(ref_fn, args, grad, params, expected) \
         if reference else (None, None, None)
-    rounded = (lambda: rounded_each_op(fn, *[clone_input(a).detach() if isinstance(
-        a, torch.Tensor) else a for a in args])) if reference else None
+    rounded = (lambda: [rounded_each_op(fn, *[clone_input(a).detach() if isinstance(
+        a, torch.Tensor) else a for a in args], jitter=j) for j in JITTERS]) \
+        if reference else None
     signed = (lambda: zero_sign_variants(ref_fn, lambda: [_float64_copy(a) for a in args])) \
         if reference else None
     floats = {t.dtype for t in [*_tensors(args), *params] if t.is_floating_point()}
@@ -176,9 +182,10 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
                  input_dtypes=floats)
     if grad:
         drawn_as = [o.dtype for o in _tensors(expected) if o.requires_grad]
-        rounded_grads = (lambda: rounded_each_op(
+        rounded_grads = (lambda: [rounded_each_op(
             lambda *xs: _gradients(fn(*xs), xs, params, drawn_as),
-            *[clone_input(a) for a in args], grad=True)) if reference else None
+            *[clone_input(a) for a in args], grad=True, jitter=j) for j in JITTERS]) \
+            if reference else None
         _compare(_gradients(actual, brrr_args, params),
                  _gradients(expected, eager_args, params),
                  atol, rtol, "gradient of input or parameter", reference=ref_grads,

@@ -186,3 +186,33 @@ def test_the_correctly_rounded_programs_gradients_round_the_backwards_ops_too():
     arg = (x.detach().double() * 1.1).float().double()        # forward: rounded once
     assert torch.equal(rounded, (torch.cos(arg).float().double() * 1.1).float())
     assert (rounded.double() - exact).abs().max() < 1e-3
+
+
+def test_randomly_rounded_runs_round_each_result_to_a_neighbour_reproducibly():
+    x = torch.linspace(-3, 3, 1001)
+    nearest = rounded_each_op(lambda t: t / 3, x)
+    one, again = (rounded_each_op(lambda t: t / 3, x, jitter=1) for _ in range(2))
+    assert torch.equal(one, again)                                    # seeded
+    ulp = torch.nextafter(nearest.abs(), torch.tensor(float("inf"))) - nearest.abs()
+    assert bool(((one - nearest).abs() <= ulp).all())                 # a neighbour at most
+    assert 0 < int((one != nearest).sum()) < x.numel()                # some moved, not all
+    assert not torch.equal(one, rounded_each_op(lambda t: t / 3, x, jitter=2))
+
+
+def test_a_structural_zero_is_allowed_the_noise_of_randomly_rounded_runs():
+    """A sum that cancels to 0 exactly holds only rounding noise: a result whose noise is
+    of the size randomly rounded runs show passes, though eager's happened to be 0."""
+    x = torch.randn(64, 64, generator=torch.Generator().manual_seed(0)) * 100
+
+    def program(t):
+        return (t - t.mean(1, keepdim=True)).sum(1)
+
+    exact = program(x.double())
+    runs = [rounded_each_op(program, x, jitter=j) for j in (1, 2)]
+    noise = max(float((r.double() - exact).abs().max()) for r in runs)
+    assert noise > 1e-5
+    eager = torch.zeros(64)
+    brrr = torch.full((64,), noise * 1.5)
+    assert not within_eager_error(brrr, eager, exact)
+    assert within_eager_error(brrr, eager, exact, fair=runs)
+    assert not within_eager_error(brrr * 100, eager, exact, fair=runs)

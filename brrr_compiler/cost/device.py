@@ -49,6 +49,8 @@ class DeviceSpec:
     #   as "reduce_<kind>"; ops not listed are priced from the op table's weights
     dram_bandwidth: float = 0.0     # bytes/s streaming from memory (a copy counts read + write)
     cache_bandwidth: float = 0.0    # bytes/s re-reading data resident in the last-level cache
+    l2_bandwidth: float = 0.0       # bytes/s, all threads, re-reading data resident in their
+    #                                 private L2s (0: cache_bandwidth; GPU: unused)
     l2_bytes: int = 0               # private cache per thread: per-row re-reads that fit are cheap
     llc_bytes: int = 0              # last-level cache: a kernel whose bytes fit runs from cache
     kernel_overhead_s: float = 0.0  # per kernel: C call or launch, plus the runner's dispatch

@@ -21,7 +21,9 @@ DRAM bandwidth, and in between the hit fraction falls linearly in log(bytes), th
 copy of growing size measures (benchmarks/results/notes.md, "Cache hit fraction by
 size"). The kernels a fusion decision compares run back to back and share the cache: each
 is priced at the hit fraction of their bytes together (else splitting a kernel would look
-cheaper merely because each part fits the cache better). A later loop phase re-reading a row finds it in L2 when a row fits there, else in
+cheaper merely because each part fits the cache better). Within the cached share, what
+the threads' L2s hold (all up to half their size, none past twice it, the same log ramp)
+moves at the device's L2 bandwidth where it measured one. A later loop phase re-reading a row finds it in L2 when a row fits there, else in
 the LLC as far as one row per thread fits it (the same hit fraction). A CPU kernel smaller than
 device.parallel_min_elements runs on one thread: its compute and cache rates are divided
 by the thread count.
@@ -55,9 +57,15 @@ class Estimate:
                 f"{self.overhead_s * 1e6:.3g} us)")
 
 
-def hit_fraction(nbytes: float, llc_bytes: float) -> float:
-    """Fraction of a kernel's bytes served from the last-level cache (see the note)."""
-    lo, hi = 0.5 * llc_bytes, 4.0 * llc_bytes
+LLC_RAMP = (0.5, 4.0)
+# the L2s together: all served from them up to half their size, none beyond twice it
+# (x + 1 on this EPYC, 1 MB of L2 a thread: 175 GB/s at 1 MB moved, 140 at 2, 124 at 4)
+L2_RAMP = (0.5, 2.0)
+
+
+def hit_fraction(nbytes: float, llc_bytes: float, ramp: tuple = LLC_RAMP) -> float:
+    """Fraction of a kernel's bytes served from a cache of `llc_bytes` (see the note)."""
+    lo, hi = ramp[0] * llc_bytes, ramp[1] * llc_bytes
     if llc_bytes <= 0 or nbytes >= hi:
         return 0.0
     if nbytes <= lo:
@@ -144,18 +152,26 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0,
     its own), whose share of the LLC sets the hit fraction."""
     if device.dram_bandwidth <= 0 or device.cache_bandwidth <= 0:
         raise CostModelError(f"brrr: device {device.name!r} has no bandwidth")
-    hit = hit_fraction(stats.bytes if working_set is None else working_set, device.llc_bytes)
-    per_byte = hit * slow / device.cache_bandwidth + (1 - hit) / device.dram_bandwidth
-    t = stats.bytes * per_byte
+    ws = stats.bytes if working_set is None else working_set
+    hit = hit_fraction(ws, device.llc_bytes)
+    in_l2 = hit_fraction(ws, device.l2_bytes * max(device.threads / slow, 1.0), L2_RAMP)
+    t = stats.bytes * (hit * _cached(device, in_l2, slow) + (1 - hit) / device.dram_bandwidth)
     if stats.reread_bytes:
         # a row is read again right after its first pass: what stays cached in between is
         # one row per thread (in L2 when a row fits, else as much of the LLC as it takes)
+        if stats.reread_row_bytes <= device.l2_bytes:
+            return t + stats.reread_bytes * _cached(device, 1.0, slow)
         rows_live = stats.reread_row_bytes * max(device.threads / slow, 1.0)
-        hit = 1.0 if stats.reread_row_bytes <= device.l2_bytes else \
-            hit_fraction(rows_live, device.llc_bytes)
-        t += stats.reread_bytes * (hit * slow / device.cache_bandwidth
+        hit = hit_fraction(rows_live, device.llc_bytes)
+        t += stats.reread_bytes * (hit * _cached(device, 0.0, slow)
                                    + (1 - hit) / device.dram_bandwidth)
     return t
+
+
+def _cached(device: DeviceSpec, in_l2: float, slow: float) -> float:
+    """Seconds a byte takes from cache, `in_l2` of them from the threads' L2s."""
+    l2 = device.l2_bandwidth or device.cache_bandwidth
+    return slow * (in_l2 / l2 + (1 - in_l2) / device.cache_bandwidth)
 
 
 def predict(stats: KernelStats, device: DeviceSpec, working_set: int | None = None,

@@ -1,7 +1,8 @@
 """A transposed dim shorter than a 16x16 block (a conv weight's 9 taps) is tiled whole and
 staged 16 x extent at a time (brrr_transpose16k in the prelude; codegen/cpp_tiled.py):
 whole rows load as full vectors where they stay inside the block, the last as a partial
-copy, and tiles cut short at the edges copy element by element. Every bit must arrive."""
+copy, and tiles cut short at the edges stage their whole 16x16 blocks and copy the rest
+element by element. Every bit must arrive."""
 import pytest
 import torch
 
@@ -37,3 +38,13 @@ def test_bits_are_kept():
 def test_a_fused_chain_on_the_transposed_operand_with_gradients():
     w = torch.randn(32, 64, 3, 3, requires_grad=True)
     check_against_eager(lambda w: (w.clone(memory_format=torch.channels_last) * 2).sin(), w)
+
+
+@pytest.mark.parametrize("shape", [(2, 96, 20, 20), (3, 40, 7, 9), (1, 130, 17, 3),
+                                   (2, 16, 16, 17), (1, 15, 31, 1)])
+def test_channels_last_copies_of_activations_with_partial_tiles(shape):
+    """Long dims: 128 x 64 tiles, cut short at the edges (96 channels: 64, then 32)."""
+    check_against_eager(lambda x: x.clone(memory_format=torch.channels_last), _weights(shape),
+                        grad=False, strict=True)
+    check_against_eager(lambda x: x.permute(0, 2, 3, 1).contiguous() + 1, _weights(shape, 1),
+                        grad=False, strict=True)

@@ -6,9 +6,10 @@ import torch
 from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
-from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _cache_sizes, _Figures
+from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _cache_sizes, _Figures, _l2_sizes
 from brrr_compiler.cost.device import in_float64
-from brrr_compiler.calibration_kernels import _terms, copy_bandwidth, fork_overhead, overheads
+from brrr_compiler.calibration_kernels import (_terms, fork_overhead, l2_bandwidth, overheads,
+                                               stream_bandwidth)
 
 
 def test_json_round_trip_in_the_cache_dir(tmp_path):
@@ -61,7 +62,7 @@ def test_resolve_device_option(tmp_path):
         resolve_device("tpu", str(tmp_path))
 
 
-def test_calibrate_subcommand_and_measurements():
+def test_calibrate_subcommand_and_measurements(tmp_path):
     args = build_parser().parse_args(["calibrate", "--cache-dir", "/tmp/x", "--dry-run"])
     assert args.command == "calibrate" and args.dry_run and args.cache_dir == "/tmp/x"
     assert args.calibration_dir is None
@@ -69,8 +70,15 @@ def test_calibrate_subcommand_and_measurements():
     assert args.calibration_dir == "/tmp/k" and not args.dry_run
     l2, llc = _cache_sizes()
     assert 0 < l2 <= llc
-    bandwidth = copy_bandwidth(1 << 20, calls=5)         # bytes/s of a 1 MB copy
-    assert 0 < bandwidth < float("inf")                  # no speed asserted: machines vary
+    bandwidth = stream_bandwidth(1 << 20, str(tmp_path))   # bytes/s of brrr's x + 1 on 1 MB
+    assert 0 < bandwidth < float("inf")                      # no speed asserted: machines vary
+    assert 0 < l2_bandwidth(str(tmp_path), (1 << 15, 1 << 16)) < float("inf")
+
+
+def test_l2_sizes_fit_half_the_l2s_and_run_on_every_thread():
+    lo, hi = _l2_sizes(2 << 20, 32768)              # two threads of 1 MB L2
+    assert 8 * hi <= (2 << 20) // 2 and lo >= 32768 and hi > lo
+    assert _l2_sizes(512 << 10, 32768) is None      # 256 KB L2s: too small to fork for
 
 
 def test_function_rates_are_timed_on_independent_terms():

@@ -142,6 +142,23 @@ def test_cache_resident_kernel_runs_at_cache_bandwidth():
     assert 0 < hit_fraction(100 << 20, 64 << 20) < 1
 
 
+def test_data_the_l2s_hold_moves_at_their_bandwidth():
+    """Up to half the threads' L2s a kernel's bytes come from them, past twice them from
+    the LLC, in between a share of each; rows re-read in L2 come from it too. Without an
+    L2 figure (0) the cache bandwidth serves all."""
+    l2 = TOY.replace(llc_bytes=64 << 20, l2_bandwidth=4e10)
+    small = _only_group(lambda x: x * 2 + 1, _x(256, 256))        # 512 KB moved
+    assert estimate_group(small, l2).memory_s == pytest.approx(8 * 256 * 256 / 4e10)
+    assert estimate_group(small, TOY.replace(llc_bytes=64 << 20)).memory_s == \
+        pytest.approx(8 * 256 * 256 / 1e10)
+    big = _only_group(lambda x: x * 2 + 1, _x(N, N))                # 8 MB: past the L2
+    assert estimate_group(big, l2).memory_s == pytest.approx(8e-3 / 10)
+    middle = _only_group(lambda x: x * 2 + 1, _x(300, 400))       # 0.96 MB: some of each
+    assert 8 * 300 * 400 / 4e10 < estimate_group(middle, l2).memory_s < 8 * 300 * 400 / 1e10
+    rows = estimate_group(_only_group(lambda x: torch.softmax(x, -1), _x(N, N)), l2)
+    assert rows.memory_s == pytest.approx(8 * N * N / 1e10 + 4 * N * N / 4e10)
+
+
 def test_small_kernel_runs_on_one_thread():
     """The schedule says whether a kernel forks: a small one runs on one thread, at one
     thread's rates and without the fork's overhead."""
