@@ -73,6 +73,7 @@ class _GroupLowering:
         self.columns_body = Body(self.namer, self.columns.body)
         self.in_columns = False               # evaluating what the columns phase computes
         self.buffers: dict[torch.fx.Node, Buffer] = {}
+        self.buffer_counts = {False: 0, True: 0}     # inputs and outputs named so far
         self.memo: dict = {}
         self.acc: dict = {}
         self.cur_loop: int | None = None
@@ -94,7 +95,8 @@ class _GroupLowering:
     def buffer(self, node, is_output: bool) -> Buffer:
         if node not in self.buffers:
             prefix = "out" if is_output else "in"
-            count = sum(b.is_output == is_output for b in self.buffers.values())
+            count = self.buffer_counts[is_output]
+            self.buffer_counts[is_output] += 1
             dtype = node.meta["val"].dtype
             self.buffers[node] = Buffer(f"{prefix}{count}", dtype, is_output, node.name)
         return self.buffers[node]
