@@ -40,7 +40,7 @@ def l2_bandwidth(cache_dir: str, elements: tuple[int, int], clock=time.perf_coun
     """Bytes/s (read + write) of a brrr kernel x + 1 on data the threads' L2s hold: the
     slope between two sizes (`elements`), so the call and fork cancel out."""
     fn = _compiled(ADD, 1, cache_dir=cache_dir)
-    t = [_per_call(fn, (torch.rand(n),), calls=200, clock=clock) for n in elements]
+    t = [_per_call(fn, (torch.rand(n),), calls=1000, clock=clock) for n in elements]
     return 8 * (elements[1] - elements[0]) / max(t[1] - t[0], 1e-12)
 
 
