@@ -126,6 +126,10 @@ def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
              f"    const int64_t b_lo = tb * {tile_inner};",
              f"    const int64_t b_hi = brrr_min_i64(b_lo + {tile_inner}, n_inner);"]
     stream = set(sched.stream)
+    if tile_inner < TRANSPOSE_BLOCK:
+        return lines + parallel_loop("  ", sched.threads, _cond(sched), sched.forks,
+                                     loop + _short_inner_loop(k, a, inner, tile_inner,
+                                                              stmt_line), False)
     staged, k = _staging(k, _transposed_loads(k, a, inner), a, inner, storage, cexpr, sched.tile)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     loop += staged + [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{"]
@@ -137,5 +141,21 @@ def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
                  f"      for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner}) {{"]
         loop += ["        " + stmt_line(s, dtypes) for s in k.body] + ["      }"]
     loop += ["    }", "  }"]
-    cond = f"nwork * {tile_a * tile_inner} >= {sched.min_parallel} && nwork > 1"
-    return lines + parallel_loop("  ", sched.threads, cond, sched.forks, loop, bool(stream))
+    return lines + parallel_loop("  ", sched.threads, _cond(sched), sched.forks, loop,
+                                 bool(stream))
+
+
+def _cond(sched: CppSchedule) -> str:
+    return f"nwork * {sched.tile[0] * sched.tile[1]} >= {sched.min_parallel} && nwork > 1"
+
+
+def _short_inner_loop(k, a, inner, extent: int, stmt_line) -> list[str]:
+    """A whole short inner dim (schedule/cpp.py `short_inner`): `a` is the vector loop,
+    reading every operand along it, and the inner dim unrolled inside it, so each
+    store is one of `extent` interleaved lanes."""
+    dtypes = {s.out: s.dtype for s in k.body if s.out}
+    return (["    #pragma omp simd",
+             f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{",
+             f"      #pragma GCC unroll {TRANSPOSE_BLOCK}",
+             f"      for (int64_t {inner} = 0; {inner} < {extent}; ++{inner}) {{"]
+            + ["        " + stmt_line(s, dtypes) for s in k.body] + ["      }", "    }", "  }"])

@@ -48,3 +48,32 @@ def test_channels_last_copies_of_activations_with_partial_tiles(shape):
                         grad=False, strict=True)
     check_against_eager(lambda x: x.permute(0, 2, 3, 1).contiguous() + 1, _weights(shape, 1),
                         grad=False, strict=True)
+
+
+@pytest.mark.parametrize("channels", [2, 3, 5, 7, 15])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int32])
+def test_a_short_inner_dim_walks_along_its_outer_neighbour(channels, dtype):
+    """An image's few channels going channels-last: no tile, `a` is the vector loop and
+    the channels unroll inside it (schedule/cpp.py `short_inner`)."""
+    x = _weights((3, channels, 17, 29)).to(dtype)
+    check_against_eager(lambda x: x.contiguous(memory_format=torch.channels_last), x,
+                        grad=False, strict=True)
+    if dtype.is_floating_point:
+        check_against_eager(lambda x: (x.permute(0, 2, 3, 1) * 2 + 1).contiguous(), x,
+                            grad=False, strict=True)
+
+
+def test_a_short_inner_dim_with_gradients_and_its_loop():
+    from brrr_compiler.codegen import cpp
+    from tests.helpers import plan_of
+    from brrr_compiler.lower.group import lower_group
+    from brrr_compiler.schedule import choose
+
+    x = torch.randn(4, 3, 20, 21, requires_grad=True)
+    check_against_eager(lambda x: (x.contiguous(memory_format=torch.channels_last) * 3).sin(), x)
+    plan = plan_of(lambda x: (x.permute(0, 2, 3, 1) + 1).contiguous(), x.detach())
+    k = lower_group(plan.groups[0], "k")
+    sched = choose(k, "cpp", 2)
+    assert sched.kind == "tiled" and sched.tile[1] == 3 and not sched.stream
+    src = cpp.kernel_source(k, 2)
+    assert "#pragma GCC unroll 16" in src and "< 3; ++" in src and "tb0" not in src
