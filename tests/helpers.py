@@ -113,6 +113,11 @@ def _float64_copy(a):
     return a.detach().to(torch.float64).requires_grad_(a.requires_grad)
 
 
+def _cotangent_dtypes(expected) -> list:
+    """The dtypes eager's outputs that take a gradient draw their cotangents in."""
+    return [o.dtype for o in _tensors(expected) if o.requires_grad]
+
+
 def _float64_reference(fn, args, grad: bool, params, expected) -> tuple:
     """fn's outputs, inputs after the call and gradients, computed from float64 copies of
     the floating-point inputs: the reference low-precision results are judged against.
@@ -120,8 +125,7 @@ def _float64_reference(fn, args, grad: bool, params, expected) -> tuple:
     ref_args = [_float64_copy(a) for a in args]
     try:
         out = fn(*ref_args)
-        drawn_as = [o.dtype for o in _tensors(expected) if o.requires_grad]
-        grads = _gradients(out, ref_args, params, drawn_as) if grad else None
+        grads = _gradients(out, ref_args, params, _cotangent_dtypes(expected)) if grad else None
     except Exception:  # noqa: BLE001  (an op without float64 support: no reference)
         return None, None, None
     return out, ref_args, grads
@@ -144,8 +148,8 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
     dtypes, strides: what the function mutated). `reference` judges a float32, float16 or
     bfloat16 value that misses eager's tolerance against the same program run in float64
     instead: it passes if it is no further from that than eager is, or than the program
-    run with each op correctly rounded is (outputs and gradients; accuracy.py's note on
-    ill-conditioned results). `reference` may be
+    run with each op correctly rounded or rounded at random is (outputs and gradients;
+    accuracy.py's note on ill-conditioned results). `reference` may be
     that float64 program itself (a function like `fn` whose casts to lower precision
     are float64 too: the exact math a float32-intermediate chain approximates). With
     `reference`, a bool or integer output may also match `fn` run with each op
@@ -181,9 +185,8 @@ def check_against_eager(fn, *args, options=None, grad=True, atol=None, rtol=None
         _compare(brrr_args, eager_args, atol, rtol, "input after the call", True, ref_args,
                  input_dtypes=floats)
     if grad:
-        drawn_as = [o.dtype for o in _tensors(expected) if o.requires_grad]
         rounded_grads = (lambda: [rounded_each_op(
-            lambda *xs: _gradients(fn(*xs), xs, params, drawn_as),
+            lambda *xs: _gradients(fn(*xs), xs, params, _cotangent_dtypes(expected)),
             *[clone_input(a) for a in args], grad=True, jitter=j) for j in JITTERS]) \
             if reference else None
         _compare(_gradients(actual, brrr_args, params),

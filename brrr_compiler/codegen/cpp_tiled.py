@@ -13,6 +13,7 @@ transposed reads").
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import sympy
 
@@ -46,13 +47,10 @@ def _staging(k, loads, a, inner, storage, cexpr, tile) -> tuple[list[str], objec
             continue
         name = f"tb{j}"
         mapping[key] = name
-        copy = [f"    for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner})",
-                f"      for (int64_t {a} = a_lo; {a} < a_hi; ++{a})",
-                f"        {name}[({a} - a_lo) * {tile_inner} + ({inner} - b_lo)] = "
-                f"{s.buffer}[{cexpr(s.index)}];"]
+        copy = functools.partial(_copy, name, s.buffer, cexpr(s.index), a, inner, tile_inner)
         lines.append(f"    {storage[s.dtype]} {name}[{tile_a * tile_inner}];")
         lines += (_transposed_copy(k, s, name, a, inner, copy, cexpr, tile)
-                  if storage[s.dtype] == "float" else copy)
+                  if storage[s.dtype] == "float" else copy("a_lo", "    "))
     local = (a - a_lo) * tile_inner + (inner - b_lo)
     phases = [dataclasses.replace(p, body=[
         dataclasses.replace(s, buffer=mapping[(s.buffer, s.index)], index=local)
@@ -61,18 +59,31 @@ def _staging(k, loads, a, inner, storage, cexpr, tile) -> tuple[list[str], objec
     return lines, dataclasses.replace(k, phases=phases)
 
 
-def _transposed_copy(k, s, name: str, a, inner, copy: list[str], cexpr, tile) -> list[str]:
+def _copy(name: str, buffer: str, src: str, a, inner, tile_inner: int, a_start: str,
+          indent: str) -> list[str]:
+    """The element-by-element copy of a tile into `name`, each column's rows from
+    `a_start` (a C expression) on."""
+    return [f"{indent}for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner})",
+            f"{indent}  for (int64_t {a} = {a_start}; {a} < a_hi; ++{a})",
+            f"{indent}    {name}[({a} - a_lo) * {tile_inner} + ({inner} - b_lo)] = {buffer}[{src}];"]
+
+
+def _transposed_copy(k, s, name: str, a, inner, copy, cexpr, tile) -> list[str]:
     """A float operand is staged 16x16 blocks at a time through brrr_transpose16 (in the
     prelude): a full tile with constant bounds, a partial tile at an edge as far as its
     whole blocks reach, and only the rest element by element. (Partial tiles copied
     wholly by the scalar loop held channels-last conversions to 40 GB/s in cache: 96
-    channels are a full tile of 64 and a partial one of 32.)"""
+    channels are a full tile of 64 and a partial one of 32.) `copy(a_start, indent)`: the
+    element-by-element copy, of each column's rows from `a_start` on."""
     tile_a, tile_inner = tile
     qa, qb = sympy.Symbol("qa", integer=True), sympy.Symbol("qb", integer=True)
     a_lo, b_lo = sympy.Symbol("a_lo", integer=True), sympy.Symbol("b_lo", integer=True)
     src = cexpr(s.index.xreplace({a: a_lo + qa, inner: b_lo + qb}))
     row = cexpr(linear_coeff(s.index, inner, k.all_vars()))
     full = f"    if (a_hi - a_lo == {tile_a} && b_hi - b_lo == {tile_inner}) {{"
+    # what the whole blocks (fa x fb from the tile's corner) leave: every row past fa,
+    # and the columns past fb of the rows before it
+    rest = copy(f"({inner} < b_lo + fb ? a_lo + fa : a_lo)", "      ")
     if tile_a < TRANSPOSE_BLOCK:        # a short dim, whole in each tile: 16 x tile_a blocks
         first = cexpr(s.index.xreplace({a: a_lo, inner: b_lo + qb}))
         block = f"brrr_transpose16k(&{s.buffer}[{first}], {row}, &{name}[qb], {tile_inner}, "
@@ -81,7 +92,7 @@ def _transposed_copy(k, s, name: str, a, inner, copy: list[str], cexpr, tile) ->
                  "      const int64_t fa = a_hi - a_lo, fb = (b_hi - b_lo) & "
                  f"~(int64_t){TRANSPOSE_BLOCK - 1};",
                  f"      for (int64_t qb = 0; qb < fb; qb += {TRANSPOSE_BLOCK})",
-                 f"        {block}(int)fa);"] + _rest(copy, a, inner) + ["    }"])
+                 f"        {block}(int)fa);"] + rest + ["    }"])
     block = (f"brrr_transpose16(&{s.buffer}[{src}], {row}, &{name}[qa * {tile_inner} + qb], "
              f"{tile_inner});")
     return ([full, f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
@@ -91,16 +102,7 @@ def _transposed_copy(k, s, name: str, a, inner, copy: list[str], cexpr, tile) ->
              f"      const int64_t fb = (b_hi - b_lo) & ~(int64_t){TRANSPOSE_BLOCK - 1};",
              f"      for (int64_t qb = 0; qb < fb; qb += {TRANSPOSE_BLOCK})",
              f"        for (int64_t qa = 0; qa < fa; qa += {TRANSPOSE_BLOCK})",
-             f"          {block}"] + _rest(copy, a, inner) + ["    }"])
-
-
-def _rest(copy: list[str], a, inner) -> list[str]:
-    """The scalar copy of what the whole blocks (fa x fb from the tile's corner) left:
-    every row past fa, and the columns past fb of the rows before it."""
-    head, _, body = copy
-    start = (f"      for (int64_t {a} = ({inner} < b_lo + fb ? a_lo + fa : a_lo); "
-             f"{a} < a_hi; ++{a})")
-    return ["  " + head, "  " + start, "  " + body]
+             f"          {block}"] + rest + ["    }"])
 
 
 def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:

@@ -58,7 +58,10 @@ def _short(k: Kernel, d: int) -> bool:
     staged 16 x extent at a time (codegen/cpp_tiled.py) where the operands are float;
     element copies for other types cost more than walking the output, which reads the
     few strided values of each line while it is in L1."""
-    size = k.ranges[d]
+    return _shorter_than_a_block(k.ranges[d])
+
+
+def _shorter_than_a_block(size) -> bool:
     return bool(getattr(size, "is_Integer", False)) and int(size) < TRANSPOSE_BLOCK
 
 
@@ -68,8 +71,7 @@ def short_inner(k: Kernel) -> bool:
     element: 16x3x224x224 to NHWC ran 0.85x eager. Its tiles are whole rows of the
     outer dim `a` beside it instead, walked along `a` with the inner dim unrolled
     (codegen/cpp_tiled.py): the loads run along `a`, the stores interleave."""
-    size = k.ranges[-1]
-    return bool(getattr(size, "is_Integer", False)) and int(size) < TRANSPOSE_BLOCK
+    return _shorter_than_a_block(k.ranges[-1])
 
 
 def _float_loads(k: Kernel) -> bool:
