@@ -39,7 +39,13 @@ class CppSchedule:
     transposed: int | None = None    # tiled: the outer dim read contiguously
     tile: tuple[int, int] = (0, 0)   # tiled: (outer, inner) block
     column_tile: int = 0             # columns: columns per work item
+    column_rows: int = 1             # columns: whole rows of a short innermost dim per work
+    #                                  item (`column_tile` their width): a block of the dim
+    #                                  before it
     prefetch: frozenset[str] = frozenset()     # rows/columns: inputs prefetched ahead
+    column_stage: frozenset[str] = frozenset()  # columns: narrow strided loads (their
+    #                                  values) copied into tile arrays per row
+    #                                  (codegen/cpp_column_stage.py)
     gather_rows: tuple[tuple[str, str, int], ...] = ()   # pointwise: gathers within rows
     #                                  that prefetch their next row (schedule/gather.py)
     scratch_rows: tuple[tuple[str, str], ...] = ()   # rows: (scratch, output row holding it)
@@ -77,7 +83,8 @@ class CppSchedule:
         if self.transposed is not None:
             parts.append(f"{self.tile[0]}x{self.tile[1]} tiles over dim {self.transposed}")
         if self.column_tile:
-            parts.append(f"{self.column_tile} columns per tile")
+            parts.append(f"{self.column_tile} columns per tile" if self.column_rows == 1 else
+                         f"{self.column_rows}x{self.column_tile} columns per tile")
         if self.online is not None:
             parts.append("max and sum of exps in one walk")
         if self.row_lanes:
@@ -88,7 +95,8 @@ class CppSchedule:
             parts.append(f"masks staged as int{'/int'.join(map(str, bits))} lanes")
         if self.sum_lanes:
             parts.append(f"sums in blocks of {max(n for _, n in self.sum_lanes)} lanes")
-        for label, names in (("streams", self.stream), ("prefetches", self.prefetch)):
+        for label, names in (("streams", self.stream), ("prefetches", self.prefetch),
+                             ("stages", self.column_stage)):
             if names:
                 parts.append(f"{label} {', '.join(sorted(names))}")
         if self.gather_rows:

@@ -36,23 +36,27 @@ def hoisted(k: Kernel, pieces: list[Kernel] = ()) -> list[Stmt]:
     return _closure(k.body, defs, [n for n in _movable(k, defs) if n in everywhere])
 
 
-def column_hoisted(k: Kernel, body: list[Stmt], excluded: set[str]) -> list[Stmt]:
+def column_hoisted(k: Kernel, body: list[Stmt], excluded: set[str],
+                   tiled: tuple = ()) -> list[Stmt]:
     """The statements of a column kernel's loop phase `body` that do not depend on the
     column (`k`'s innermost kept variable) and read memory, with the statements they
     need: computed once per streamed row before the loop over the tile's columns
     (cpp_outer_reduce.py) rather than once per column. Values in `excluded` (the tile's
     per-column arrays) and folds never move."""
     defs = {s.out: s for s in body if s.out is not None and s.op != "reduce"}
-    return _closure(body, defs, _movable(k, defs, excluded))
+    return _closure(body, defs, _movable(k, defs, excluded, tiled))
 
 
-def _movable(k: Kernel, defs: dict, excluded: set[str] = frozenset()) -> list[str]:
-    """The values of `defs` that do not depend on `k`'s innermost loop variable, read no
-    buffer `k` writes, are computed from `defs` only (none of `excluded`), and read
-    memory (directly or through their arguments)."""
+def _movable(k: Kernel, defs: dict, excluded: set[str] = frozenset(),
+             tiled: tuple = ()) -> list[str]:
+    """The values of `defs` that do not depend on `k`'s innermost loop variable (nor on
+    the others of `tiled`: those a column tile spans), read no buffer `k` writes, are
+    computed from `defs` only (none of `excluded`), and read memory (directly or through
+    their arguments)."""
     body = list(defs.values())
-    moving = inner_varying(body, str(k.loop_vars[-1])) | \
-        reads_buffers(body, {b.name for b in k.outputs})
+    moving = reads_buffers(body, {b.name for b in k.outputs})
+    for var in tiled or k.loop_vars[-1:]:
+        moving |= inner_varying(body, str(var))
     memo: dict[str, bool] = {}
 
     def invariant(name: str) -> bool:

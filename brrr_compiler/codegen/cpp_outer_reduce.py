@@ -5,7 +5,7 @@ matrix), walking each column's reduction separately would stride through memory.
 schedule instead hands each thread a tile of adjacent columns; it streams the
 reduced rows once and, per row, updates one accumulator per column with an `omp simd`
 loop over the contiguous columns. Tiles are as wide as the threads allow (the schedule's
-column_tile, schedule/rows.py: up to MAX_COLUMN_TILE columns, and the tile arrays within
+column_tile, schedule/columns.py: up to MAX_COLUMN_TILE columns, and the tile arrays within
 MAX_TILE_BYTES): each row then reads long contiguous runs, which the hardware prefetcher
 streams, rather than 1 KB pieces 16 KB apart. Too few columns for a COLUMN_TILE per
 thread (a bias gradient's 256 on 2 threads) get narrower tiles, down to MIN_COLUMN_TILE,
@@ -22,7 +22,7 @@ CHUNK rows, as before.
 
 Each row of a tile is a piece of at most a few KB on pages of its own (the next row's
 piece is a whole row further on), where the hardware prefetcher starts afresh. So the
-loop asks for the piece PREFETCH_BYTES ahead (the schedule names the inputs: schedule/rows.py) (at least MIN_AHEAD rows, at most MAX_AHEAD)
+loop asks for the piece PREFETCH_BYTES ahead (the schedule names the inputs: schedule/columns.py) (at least MIN_AHEAD rows, at most MAX_AHEAD)
 of every input it reads contiguously along the columns (benchmarks/results/notes.md,
 "Column prefetch").
 
@@ -39,11 +39,13 @@ from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
 from brrr_compiler.codegen.cpp_accumulators import (adds_in_order, arg_update, init_value,
                                                      is_short, update)
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
+from brrr_compiler.codegen.cpp_column_stage import copies, declarations, restaged, staged_loads
 from brrr_compiler.codegen.cpp_hoist import column_hoisted, invariant_bits
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.codegen.cpp_types import held_ctype
 from brrr_compiler.kernel_ir import ARG_FOLDS, Phase, Stmt
-from brrr_compiler.schedule.rows import LINE_BYTES, column_prefetch_loads
+from brrr_compiler.schedule.columns import column_prefetch_loads
+from brrr_compiler.schedule.rows import LINE_BYTES
 
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested
 MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 rows best)
@@ -98,6 +100,14 @@ class OuterReductionPrinter(ReductionPrinter):
 
     def _tile_loop(self, indent: str, lines: list[str]) -> list[str]:
         inner = self.k.loop_vars[-1]
+        if self.rows > 1:     # a block of whole short rows: b1 over them, b2 along each
+            sec, w = self.k.loop_vars[-2], self.width
+            return ([f"{indent}for (int64_t b1 = 0; b1 < bn1; ++b1) {{",
+                     f"{indent}  const int64_t {sec} = lo1 + b1;",
+                     f"{indent}  #pragma omp simd", f"{indent}  for (int64_t b2 = 0; b2 < {w}; ++b2) {{",
+                     f"{indent}    const int64_t b = b1 * {w} + b2;",
+                     f"{indent}    const int64_t {inner} = b2;"]
+                    + [f"{indent}    {ln}" for ln in lines] + [f"{indent}  }}", f"{indent}}}"])
         return ([f"{indent}#pragma omp simd", f"{indent}for (int64_t b = 0; b < bn; ++b) {{",
                  f"{indent}  const int64_t {inner} = lo + b;"]
                 + [f"{indent}  {ln}" for ln in lines] + [f"{indent}}}"])
@@ -107,11 +117,13 @@ class OuterReductionPrinter(ReductionPrinter):
 
     def loop_phase(self, phase: Phase, indent: str) -> list[str]:
         reds = [s for s in phase.body if s.op == "reduce"]
-        once = column_hoisted(self.k, phase.body, self.row_level)   # once per row
+        tiled = self.k.loop_vars[-2:] if self.rows > 1 else self.k.loop_vars[-1:]
+        once = column_hoisted(self.k, phase.body, self.row_level, tiled)   # once per row
         hoisted = {s.out for s in once}
         converted, self.bits = invariant_bits(phase.body, hoisted, indent + "    ")
+        staged = staged_loads(phase.body, self.sched.column_stage)
         body = []
-        for s in phase.body:
+        for s in restaged(phase.body, staged, self.k, self.rows):
             if s.out in hoisted:
                 continue
             if s.op == "reduce" and s.value in ARG_FOLDS:
@@ -128,6 +140,8 @@ class OuterReductionPrinter(ReductionPrinter):
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
         lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
         lines += [f"{indent}    {self._stmt(s)}" for s in once] + converted
+        lines += declarations(staged, self.tile, indent + "    ")
+        lines += copies(staged, self.k, self.rows, self.width, self.cexpr, indent + "    ")
         lines += self._tile_loop(indent + "    ", body)
         lines += [f"{indent}  }}"]
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])
@@ -141,18 +155,21 @@ class OuterReductionPrinter(ReductionPrinter):
         with one reduced dim, whose next rows are `r + ahead`, and only the inputs the
         schedule names (CppSchedule.prefetch: those past the L2)."""
         k = self.k
-        loads = sorted(((b, i) for b, i in column_prefetch_loads(k, phase)
+        loads = sorted(((b, i) for b, i in column_prefetch_loads(k, phase, self.rows)
                         if b in self.sched.prefetch), key=str)
         if not loads:
             return []
         r, inner = k.reduction_vars[0], k.loop_vars[-1]
         inputs = {b.name: b.dtype.itemsize for b in k.inputs}
         pf, lo = sympy.Symbol("pf", integer=True), sympy.Symbol("lo", integer=True)
+        at = {inner: lo + pf}
+        if self.rows > 1:       # the block's rows are one contiguous piece of these loads
+            at = {inner: pf, k.loop_vars[-2]: sympy.Symbol("lo1", integer=True)}
         lines = []
         for buf, index in loads:
             size = inputs[buf]
             ahead = min(MAX_AHEAD, max(MIN_AHEAD, PREFETCH_BYTES // (self.tile * size)))
-            addr = self.cexpr(index.xreplace({r: r + ahead, inner: lo + pf}))
+            addr = self.cexpr(index.xreplace({r: r + ahead, **at}))
             lines.append(prefetch_loop(indent, f"{r} + {ahead} < m0", "0", "bn", LINE_BYTES // size,
                                        buf, addr))
         return lines
@@ -179,6 +196,21 @@ class OuterReductionPrinter(ReductionPrinter):
         if r.value in ARG_FOLDS:
             return f"{r.out}[b] = ai_{r.out}[b];"
         return f"{r.out}[b] = ({ct})acc_{r.out}[b];"
+
+    def _tile_bounds(self, split: int, t: int) -> list[str]:
+        """`lo` and `bn` (the tile's first column and its columns); with a block of short
+        rows, `lo1` and `bn1` (its first row and its rows) too, `bn` counting all."""
+        if self.rows > 1:
+            r = self.rows
+            return [f"    const int64_t lo1 = (w % ntiles) * {r};",
+                    f"    const int64_t bn1 = brrr_min_i64(lo1 + {r}, n{split}) - lo1;",
+                    f"    const int64_t bn = bn1 * {t};"]
+        # a tile as wide as a static row of columns: every tile is whole, and gcc sizes
+        # the tile loops at compile time
+        whole = sympy.sympify(self.k.ranges[split]) == t
+        return [f"    const int64_t lo = (w % ntiles) * {t};",
+                f"    const int64_t bn = {t};" if whole else
+                f"    const int64_t bn = brrr_min_i64(lo + {t}, n{split}) - lo;"]
 
     def _arrays(self, indent: str) -> list[str]:
         lines = []
@@ -207,27 +239,26 @@ class OuterReductionPrinter(ReductionPrinter):
 
     def loops(self) -> list[str]:
         k, num_threads, min_numel = self.k, self.threads, self.sched.min_parallel
-        self.tile = t = self.sched.column_tile
+        self.width = t = self.sched.column_tile
+        self.rows = self.sched.column_rows
+        self.tile = t * self.rows
         *outer, _ = k.loop_vars
         lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
         last = len(k.ranges) - 1
+        split = last - 1 if self.rows > 1 else last     # the dim cut into tiles
+        step = self.rows if self.rows > 1 else t
         lines += ["  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
-                  f"  const int64_t ntiles = (n{last} + {t} - 1) / {t};",
-                  "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(last)) + "ntiles;",
+                  f"  const int64_t ntiles = (n{split} + {step} - 1) / {step};",
+                  "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(split)) + "ntiles;",
                   "  if (nwork == 0) return;"]
         lines += pragma("  ", f"#pragma omp parallel for num_threads({num_threads}) schedule(static)",
-                        f"nwork * n_red * {t} >= {min_numel} && nwork > 1", self.sched.forks)
+                        f"nwork * n_red * {self.tile} >= {min_numel} && nwork > 1", self.sched.forks)
         lines += ["  for (int64_t w = 0; w < nwork; ++w) {",
                   "    int64_t rest = w / ntiles;"]
-        for i in reversed(range(last)):
+        for i in reversed(range(split)):
             lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
-        # a tile as wide as a static row of columns: every tile is whole, and gcc sizes
-        # the tile loops at compile time
-        whole = sympy.sympify(k.ranges[last]) == t
-        lines += [f"    const int64_t lo = (w % ntiles) * {t};",
-                  f"    const int64_t bn = {t};" if whole else
-                  f"    const int64_t bn = brrr_min_i64(lo + {t}, n{last}) - lo;"]
+        lines += self._tile_bounds(split, t)
         lines += self._arrays("    ")
         for p in k.phases:
             lines += self.loop_phase(p, "    ") if p.loop else self.scalar_phase(p, "    ")

@@ -1,6 +1,6 @@
 """The C++ schedule of a kernel: which loop nest the printer emits, and its parameters.
 
-    reduction over outer dims (transforms/loops.reduces_outer_dim)  -> columns (rows.py)
+    reduction over outer dims (transforms/loops.reduces_outer_dim)  -> columns (columns.py)
     other reductions                                                 -> rows    (rows.py)
     pointwise, some input read transposed (contiguous along an outer
     dim, strided along the innermost)                                -> tiled
@@ -21,7 +21,7 @@ import torch
 
 from brrr_compiler import scalar_ops
 from brrr_compiler.kernel_ir import Kernel
-from brrr_compiler.schedule import rows
+from brrr_compiler.schedule import columns, rows
 from brrr_compiler.schedule.gather import gathered_rows
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import ahead_loads, streamed
@@ -41,7 +41,7 @@ REPLICATE_TILE = 1024      # a replicated kernel's tile: its held values stay in
 def choose_cpp(k: Kernel, num_threads: int) -> CppSchedule:
     """How the C++ printer runs `k` on `num_threads` threads."""
     if k.is_reduction:
-        return rows.columns(k, num_threads) if reduces_outer_dim(k) else rows.rows(k, num_threads)
+        return columns.columns(k, num_threads) if reduces_outer_dim(k) else rows.rows(k, num_threads)
     d = transposed_var(k)
     if d is not None and short_inner(k) and d == len(k.loop_vars) - 2:
         return _tiled(k, d, num_threads, SHORT_INNER_ROWS, int(k.ranges[-1]))
