@@ -1,5 +1,6 @@
-"""A column walk's strided loads, copied per streamed row into a local array of the tile
-before its `omp simd` loop (CppSchedule.column_stage, schedule/columns.py).
+"""A column walk's strided loads (and contiguous float16 ones, converted), copied per
+streamed row into a local array of the tile before its `omp simd` loop
+(CppSchedule.column_stage, schedule/columns.py).
 
 Note on why. A load that steps along the tile's columns by other than one element (a
 step-sliced or transposed input) has no vector load: gcc 12 builds each vector from
@@ -18,12 +19,20 @@ a step-2 float input 112 -> 84 us. With a tile of several short rows
 (CppSchedule.column_rows) the copy runs along whichever of the two tiled dims the load
 steps along by less, so that it reads the source in order; a load the same for each
 row of the block is copied once, one row's worth.
+
+A float16 load contiguous along the columns is staged too, converted as it is copied by
+the prelude's brrr_f16_load (AVX-512 or F16C's vcvtph2ps, as pointwise loops convert),
+where the walk converted it with integer code: about 10 vector ops per 16 values, and
+gcc sizes a loop holding 16-bit loads at 32 lanes, so a tile narrower than that (24
+columns) ran scalar. Kernels alone: `x.sum(1)` over (256, 64, 24) float16 47-49 -> 8.3-8.5
+us (float32 5-6), `x.sum(0)` over (8192, 1024) 400 -> 260-320 us.
 """
 from __future__ import annotations
 
 import dataclasses
 
 import sympy
+import torch
 
 from brrr_compiler.codegen.cpp_types import STORAGE
 from brrr_compiler.kernel_ir import Stmt
@@ -45,16 +54,24 @@ def staged_loads(body: list[Stmt], names: frozenset) -> list[Stmt]:
 
 def restaged(body: list[Stmt], loads: list[Stmt], k, rows: int) -> list[Stmt]:
     """`body` with each staged load reading its tile array at the tile position (at the
-    position along the row, for a load the same for each row of a block)."""
-    arrays = {(s.buffer, s.index): (f"sd_{s.out}", ALONG if _row_invariant(s, k, rows) else AT)
+    position along the row, for a load the same for each row of a block); a converted
+    one reads floats."""
+    arrays = {(s.buffer, s.index): (f"sd_{s.out}", ALONG if _row_invariant(s, k, rows) else AT,
+                                    torch.float32 if converted(s, k) else s.dtype)
               for s in loads}
     out = []
     for s in body:
         if s.op == "load" and (s.buffer, s.index) in arrays:
-            name, at = arrays[(s.buffer, s.index)]
-            s = dataclasses.replace(s, buffer=name, index=at)
+            name, at, dtype = arrays[(s.buffer, s.index)]
+            s = dataclasses.replace(s, buffer=name, index=at, dtype=dtype)
         out.append(s)
     return out
+
+
+def converted(s: Stmt, k) -> bool:
+    """Whether staged `s` is a float16 load contiguous along the columns, converted by
+    the target's instructions as it is copied (brrr_f16_load; the module note)."""
+    return s.dtype is torch.float16 and linear_coeff(s.index, k.loop_vars[-1], k.all_vars()) == 1
 
 
 def _row_invariant(s: Stmt, k, rows: int) -> bool:
@@ -62,8 +79,29 @@ def _row_invariant(s: Stmt, k, rows: int) -> bool:
     return rows > 1 and linear_coeff(s.index, k.loop_vars[-2], k.all_vars()) == 0
 
 
-def declarations(loads: list[Stmt], tile: int, indent: str) -> list[str]:
-    return [f"{indent}{STORAGE[s.dtype]} sd_{s.out}[{tile}];" for s in loads]
+def declarations(loads: list[Stmt], k, tile: int, indent: str) -> list[str]:
+    return [f"{indent}{'float' if converted(s, k) else STORAGE[s.dtype]} sd_{s.out}[{tile}];"
+            for s in loads]
+
+
+def _conversion(s: Stmt, k, rows: int, width: int, cexpr, indent: str) -> list[str]:
+    """brrr_f16_load of a converted load's piece of one streamed row."""
+    inner, allv = k.loop_vars[-1], k.all_vars()
+    lo, lo1 = sympy.Symbol("lo", integer=True), sympy.Symbol("lo1", integer=True)
+    if rows == 1:
+        start = cexpr(s.index.xreplace({inner: lo}))
+        return [f"{indent}brrr_f16_load(sd_{s.out}, &{s.buffer}[{start}], bn);"]
+    sec = k.loop_vars[-2]
+    across = linear_coeff(s.index, sec, allv)
+    if across == 0 or across == width:        # one row's worth, or the block in one piece
+        start = cexpr(s.index.xreplace({inner: 0, sec: lo1}))
+        return [f"{indent}brrr_f16_load(sd_{s.out}, &{s.buffer}[{start}], "
+                f"{width if across == 0 else 'bn'});"]
+    start = cexpr(s.index.xreplace({inner: 0}))
+    return [f"{indent}for (int64_t b1 = 0; b1 < bn1; ++b1) {{",
+            f"{indent}  const int64_t {sec} = lo1 + b1;",
+            f"{indent}  brrr_f16_load(sd_{s.out} + b1 * {width}, &{s.buffer}[{start}], {width});",
+            f"{indent}}}"]
 
 
 def copies(loads: list[Stmt], k, rows: int, width: int, cexpr, indent: str) -> list[str]:
@@ -73,6 +111,9 @@ def copies(loads: list[Stmt], k, rows: int, width: int, cexpr, indent: str) -> l
     lines = []
     for s in loads:
         src = f"{s.buffer}[{cexpr(s.index)}]"
+        if converted(s, k):
+            lines += _conversion(s, k, rows, width, cexpr, indent)
+            continue
         if rows == 1:
             lines += [f"{indent}for (int64_t b = 0; b < bn; ++b) {{",
                       f"{indent}  const int64_t {inner} = lo + b;",

@@ -140,7 +140,7 @@ class OuterReductionPrinter(ReductionPrinter):
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
         lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
         lines += [f"{indent}    {self._stmt(s)}" for s in once] + converted
-        lines += declarations(staged, self.tile, indent + "    ")
+        lines += declarations(staged, self.k, self.tile, indent + "    ")
         lines += copies(staged, self.k, self.rows, self.width, self.cexpr, indent + "    ")
         lines += self._tile_loop(indent + "    ", body)
         lines += [f"{indent}  }}"]

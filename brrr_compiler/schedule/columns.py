@@ -70,11 +70,13 @@ def columns(k: Kernel, num_threads: int) -> CppSchedule:
 
 def column_staged(k: Kernel) -> frozenset[str]:
     """The loads of a column walk's loop phases that step along the columns by other than
-    0 or 1 element (codegen/cpp_column_stage.py), indexed as byte_loads' are."""
+    0 or 1 element, and its float16 loads contiguous along them (converted as they are
+    copied), indexed as byte_loads' are (codegen/cpp_column_stage.py)."""
     inner, allv = k.loop_vars[-1], k.all_vars()
     return frozenset(s.out for p in k.phases if p.loop
                      for s in plain_loads(p.body, BYTE_TYPES | HALF_TYPES | FLOAT_TYPES)
-                     if linear_coeff(s.index, inner, allv) not in (0, 1))
+                     if linear_coeff(s.index, inner, allv) not in (0, 1)
+                     or (s.dtype is torch.float16 and linear_coeff(s.index, inner, allv) == 1))
 
 
 # A reduction over an outer dim whose rows, over the kept inner dim, fit in this many bytes

@@ -76,9 +76,32 @@ def test_a_step_sliced_half_input_the_same_in_every_row_is_copied_once():
 
 
 def test_contiguous_loads_are_not_copied_and_strided_floats_are():
-    x = torch.randn(8, 7, 8, 16).half()
+    x = torch.randn(8, 7, 8, 16)
     assert "sd_v" not in _source(_amax0, x, x.transpose(-1, -2))   # y.mT contiguous
     FileCheck().check("float sd_v").check("= sd_v").run(_source(_amax0, *_inputs((8, 7, 8, 16))))
+
+
+def test_contiguous_float16_loads_convert_a_row_at_a_time():
+    """The target's conversion instructions (brrr_f16_load), not the walk's integer
+    conversion: a piece per row of a tile, of a block, or one row's worth."""
+    FileCheck().check("float sd_v0[512];").check("brrr_f16_load(sd_v0, &in0[").check(", bn);") \
+        .check("= sd_v0[b];").run(_source(lambda x: x.sum(0), torch.randn(300, 1024).half()))
+    x = torch.randn(8, 7, 8, 16).half()
+    FileCheck().check("brrr_f16_load(sd_v").check("bn);").check("brrr_f16_load(sd_v") \
+        .run(_source(_amax0, x, x.transpose(-1, -2)))
+    y = torch.randn(6, 7, 1, 16).half()                      # the same for each row of dim 2
+    FileCheck().check("brrr_f16_load(sd_v").check(", 16);").run(
+        _source(lambda x, y: (x + y).amax(1), torch.randn(6, 7, 8, 16).half(), y))
+
+
+def test_float16_column_sums_match_eager():
+    g = torch.Generator().manual_seed(7)
+    for shape in ((300, 1000), (33, 17), (256, 64, 24), (5, 1, 3)):
+        x = torch.randn(shape, generator=g).half()
+        x.view(-1)[0] = float("nan")
+        x.view(-1)[-1] = float("-inf")
+        check_against_eager(lambda x: x.sum(0), x, grad=False)
+        check_against_eager(lambda x: x.float().amax(0), x.requires_grad_())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
