@@ -152,7 +152,7 @@ def stmt_line(s: Stmt, dtypes: dict[str, torch.dtype], decl: str | None = None,
     (cpp_hoist.invariant_bits)."""
     if s.op == "store":
         v = s.args[0]
-        if v in bits:
+        if v in bits and s.dtype is torch.float16:   # not into a staged float array
             v = f"{v}_bits"
         elif s.dtype is torch.bfloat16:
             v = f"brrr_bf16_bits({v})"   # already rounded: see cpp_prelude.h

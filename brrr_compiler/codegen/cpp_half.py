@@ -73,7 +73,7 @@ def staged_loop(k: Kernel, body: list[Stmt], start: str, end: str, line, cexpr,
             out.append(f"{indent}  brrr_f16_load({name}, &{buffer}[{cexpr(index.subs(var, c))}], "
                        "c1 - c0);")
     out += [f"{indent}  #pragma omp simd", f"{indent}  for (int64_t {var} = c0; {var} < c1; ++{var}) {{"]
-    exact = _rounded_only_for(body, stores)
+    exact = rounded_only_for(body, stores)
     for s in body:
         if s in loads or s in stores:
             s = dataclasses.replace(s, dtype=torch.float32, index=at,
@@ -87,7 +87,7 @@ def staged_loop(k: Kernel, body: list[Stmt], start: str, end: str, line, cexpr,
     return out + [f"{indent}}}"]
 
 
-def _rounded_only_for(body: list[Stmt], stores: list[Stmt]) -> set[str]:
+def rounded_only_for(body: list[Stmt], stores: list[Stmt]) -> set[str]:
     """Casts to float16 whose every reader is one of `stores` (their conversion rounds)."""
     readers: dict[str, list[Stmt]] = {}
     for s in body:

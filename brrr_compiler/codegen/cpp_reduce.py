@@ -40,7 +40,7 @@ from brrr_compiler.codegen.cpp_sum_lanes import lanes_chunk, lanes_walk
 from brrr_compiler.codegen.cpp_types import held_ctype
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
 from brrr_compiler.schedule.online import pair_at
-from brrr_compiler.schedule.rows import SHORT_ROW
+from brrr_compiler.schedule.rows import SHORT_ROW, half_stores
 from brrr_compiler.schedule_ir import CppSchedule
 from brrr_compiler.transforms.scratch import rows_in_outputs
 from brrr_compiler.transforms.signs import known_signs
@@ -114,7 +114,10 @@ class ReductionPrinter:
         """The walk of one loop phase; values of the row it stores as float16 are
         converted before it (cpp_hoist.invariant_bits)."""
         outside = {a for s in phase.body for a in s.args} - {s.out for s in phase.body}
-        converted, self.bits = invariant_bits(phase.body, outside, indent)
+        rv = self.k.reduction_vars
+        staged = half_stores(phase.body, rv[-1]) if rv and self._staged_bits(phase) else []
+        converted, self.bits = invariant_bits([s for s in phase.body if s not in staged],
+                                              outside, indent)   # staged: cpp_staging.py
         lines = converted + self._walk(phase, indent, split)
         self.bits = frozenset()
         return lines
@@ -164,10 +167,10 @@ class ReductionPrinter:
                                  for r in reds) else CHUNK
         if reds and all(r.value in ARG_FOLDS + ("max", "min") for r in reds):
             chunk = ARG_CHUNK
-        if self._staged_bits(phase):     # its masks are copied to arrays of CHUNK lanes
-            chunk = min(chunk, CHUNK)
         lanes = self._of_phase(self.sched.sum_lanes, phase)
         chunk = lanes_chunk(self, reds, lanes) if lanes else chunk
+        if self._staged_bits(phase):     # arrays of CHUNK elements, lanes or not
+            chunk = min(chunk, CHUNK)
         inner, m, lines = self.segment_head(indent, lo, hi, chunk)
         for r in reds if not lanes else ():      # a block of lanes declares its own
             lines += self.acc.decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
@@ -201,16 +204,17 @@ class ReductionPrinter:
         into acc_* when `fold`)."""
         lines, body, after, sub = [], phase.body, [], ""
         lanes = self._of_phase(self.sched.sum_lanes, phase)
+        bits = self._staged_bits(phase)
+        if bits:                         # masks as int lanes, halves as floats: cpp_staging.py
+            lines, body, after = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}",
+                                       CHUNK, self.cexpr, indent, bits)
         if any(r.value in ARG_FOLDS for r in reds):
             lines = lane_chunk(self, phase, reds, indent, inner, m)
         elif lanes:                      # sums in a block of lanes: cpp_sum_lanes.py
-            lines, sub = lanes_walk(self, phase, reds, indent, inner, f"cb - ro * {m}",
-                                    f"ce - ro * {m}", lanes), "[0]"
+            lines += lanes_walk(self, body, reds, indent, inner, f"cb - ro * {m}",
+                                f"ce - ro * {m}", lanes) + after
+            sub = "[0]"
         else:
-            bits = self._staged_bits(phase)
-            if bits:                     # masks as int lanes: cpp_staging.py
-                lines, body, after = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}",
-                                           CHUNK, self.cexpr, indent, bits)
             clauses = [f"reduction({CLAUSE[r.value]}:c_{r.out})" for r in reds]
             clauses += [f"reduction(|:cn_{r.out})" for r in reds if r.value in ("max", "min")]
             lines.append(f"{indent}#pragma omp simd " + " ".join(clauses))

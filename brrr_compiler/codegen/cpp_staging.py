@@ -62,9 +62,12 @@ import dataclasses
 import sympy
 import torch
 
-from brrr_compiler.kernel_ir import Stmt
+from brrr_compiler.codegen.cpp_half import rounded_only_for
 from brrr_compiler.codegen.cpp_types import CTYPE
-from brrr_compiler.schedule.rows import bool_stores, byte_loads, half_loads, strided_loads
+from brrr_compiler.kernel_ir import Stmt
+from brrr_compiler.scalar_ops import EXACT
+from brrr_compiler.schedule.rows import (bool_stores, byte_loads, half_loads, half_stores,
+                                         strided_loads)
 from brrr_compiler.transforms.loops import linear_coeff
 
 
@@ -82,7 +85,9 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     strided = {} if isinstance(inner, str) else \
         {(s.buffer, s.index): (f"sd_{s.out}", s.dtype) for s in strided_loads(body, inner)}
     stores = {(s.buffer, s.index): f"ss_{s.args[0]}" for s in bool_stores(body)}
-    if not loads and not stores and not halves and not strided:
+    hstores = {} if isinstance(inner, str) else \
+        {(s.buffer, s.index): f"hs_{s.args[0]}" for s in half_stores(body, inner)}
+    if not loads and not stores and not halves and not strided and not hstores:
         return [], body, []
     lane = {32: torch.int32, 64: torch.int64}[bits]
 
@@ -109,7 +114,15 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     lines += [f"{indent}int{bits}_t {name}[{chunk}];" for name in dict.fromkeys(stores.values())]
     after = [ln for (buffer, index), name in stores.items()
              for ln in copy(f"{buffer}[{cexpr(index)}]", f"(uint8_t){name}{at}")]
+    lines += [f"{indent}float {name}[{chunk}];" for name in dict.fromkeys(hstores.values())]
+    for (buffer, index), name in hstores.items():          # F16C: the note
+        start = sympy.sympify(index).subs(inner, sympy.Symbol("st_lo", integer=True))
+        after.append(f"{indent}brrr_f16_store(&{buffer}[{cexpr(start)}], {name}, {hi} - st_lo);")
+    stores.update(hstores)
     position = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
+    exact = rounded_only_for(body, [s for s in body if s.op == "store"
+                                    and (s.buffer, s.index) in hstores])
+    body = [dataclasses.replace(s, value=EXACT) if s.out in exact else s for s in body]
     return lines, [_restaged(s, loads, halves, stores, position, lane) for s in body], after
 
 
@@ -127,7 +140,8 @@ def _restaged(s: Stmt, loads: dict, halves: dict, stores: dict, at, lane: torch.
         dtype = s.dtype if s.dtype in (torch.float32, torch.float64) else torch.float32
         return dataclasses.replace(s, buffer=halves[key][0], index=at, dtype=dtype)
     if s.op == "store" and key in stores:
-        return dataclasses.replace(s, buffer=stores[key], index=at, dtype=lane)
+        return dataclasses.replace(s, buffer=stores[key], index=at,
+                                   dtype=torch.float32 if s.dtype is torch.float16 else lane)
     return s
 
 

@@ -24,9 +24,10 @@ def lanes_chunk(printer, reds, lanes: int) -> int:
     return lanes * (PER_LANE if cancels else PER_LANE_SIGNED)
 
 
-def lanes_walk(printer, phase, reds, indent: str, inner: str, lo: str, hi: str,
+def lanes_walk(printer, body, reds, indent: str, inner: str, lo: str, hi: str,
                lanes: int) -> list[str]:
-    """The chunk [lo, hi) of `inner`, its sums folded into c_*[0]."""
+    """The chunk [lo, hi) of `inner` running the statements `body` (a phase's, or the
+    same reading staged arrays: cpp_staging.py), its sums folded into c_*[0]."""
     lines = []
     for r in reds:
         ct = printer.acc.total_ctype(r, lanes=True) or printer.ctype[r.dtype]
@@ -35,7 +36,7 @@ def lanes_walk(printer, phase, reds, indent: str, inner: str, lo: str, hi: str,
                   f"{indent}for (int64_t lane = 0; lane < {lanes}; ++lane) {{",
                   f"{indent}  c_{r.out}[lane] = {init_value('sum', ct, r.dtype)};",
                   f"{indent}}}"]
-    body = printer.body_lines(phase.body, indent + "    ", True, acc_sub="[lane]")
+    body = printer.body_lines(body, indent + "    ", True, acc_sub="[lane]")
     lines += [f"{indent}int64_t lb = {lo};",
               f"{indent}for (; lb + {lanes} <= {hi}; lb += {lanes}) {{",
               f"{indent}  #pragma omp simd",

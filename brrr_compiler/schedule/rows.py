@@ -62,7 +62,8 @@ def rows(k: Kernel, num_threads: int) -> CppSchedule:
         "rows", num_threads, forks=fork, stream=stream,
         prefetch=frozenset(b for b, _ in next_row_loads(printed)),
         scratch_rows=holders, online=online, staged=staged,
-        sum_lanes=() if lanes else sum_lane_phases(printed, staged, online, stream),
+        sum_lanes=() if lanes else sum_lane_phases(printed, _lane_bound(printed, staged),
+                                                   online, stream),
         columns_forks=None if red is None else product(red) * num_threads >= PARALLEL_MIN_NUMEL,
         row_lanes=ROW_LANES if lanes else 0)
 
@@ -141,6 +142,16 @@ def bool_stores(body: list[Stmt]) -> list[Stmt]:
             if s.dtype is torch.bool and s.buffer not in loaded]
 
 
+def half_stores(body: list[Stmt], inner) -> list[Stmt]:
+    """The float16 stores of `body` contiguous along `inner` (a loop variable's symbol),
+    indexed as bool_stores' are: staged, they convert with the target's instructions
+    after the loop (codegen/cpp_staging.py)."""
+    loaded = {s.buffer for s in body if s.op == "load"}
+    return [s for s in _plainly_indexed(body, "store")
+            if s.dtype is torch.float16 and s.buffer not in loaded
+            and linear_coeff(s.index, inner, (inner,)) == 1]
+
+
 def strided_loads(body: list[Stmt], inner) -> list[Stmt]:
     """The float32/float64 loads of `body` that step along the loop variable `inner` by
     other than 0 or 1 element (a transposed or step-sliced input), indexed as byte_loads'
@@ -179,10 +190,26 @@ def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
                 or (libm and inner is not None and strided_loads(p.body, inner))):
             continue
         in_order = any(r.value in IN_ORDER_FOLDS and r.dtype.is_floating_point for r in reds)
-        if (short and in_order) or libm:
+        if (short and in_order) or libm or _float16_rows(p.body, inner):
             out.append((i, 64 if any(s.dtype is torch.float64 for s in p.body if s.out)
                         else 32))
     return tuple(out)
+
+
+def _lane_bound(k: Kernel, staged: tuple) -> tuple:
+    """The staged phases of `staged` whose masks are staged in integer lanes (byte loads,
+    bool stores): those keep one vector per sum; a phase staged only for its half loads
+    (converted into float arrays) may add its sums in a block of lanes as well."""
+    return tuple((i, bits) for i, bits in staged
+                 if byte_loads(k.phases[i].body) or bool_stores(k.phases[i].body))
+
+
+def _float16_rows(body: list[Stmt], inner) -> bool:
+    """Whether `body` loads or stores float16 values contiguously along the row
+    (`inner`): staged, they convert with the target's instructions (codegen/cpp_staging.py)."""
+    return inner is not None and (any(
+        s.dtype is torch.float16 and linear_coeff(s.index, inner, (inner,)) == 1
+        for s in half_loads(body)) or bool(half_stores(body, inner)))
 
 
 def _calls_libm(body: list[Stmt], dtypes: dict) -> bool:

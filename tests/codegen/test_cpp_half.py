@@ -4,6 +4,7 @@ bare cast converts straight from input to output, other loops stage chunks in lo
 arrays. Values bit for bit against eager on odd sizes, tails and strided inputs."""
 import pytest
 import torch
+from torch.testing import FileCheck
 
 from brrr_compiler.codegen import cpp
 from brrr_compiler.lower.group import lower_group
@@ -75,7 +76,8 @@ def test_a_short_sum_walk_stages_its_half_loads_as_floats():
     for dtype, convert in ((F16, "brrr_f16_load(sh_v"), (torch.bfloat16, "brrr_bf16_to_f32(in0[")):
         src = _source(fn, torch.randn(64, 100).to(dtype))
         assert "float sh_v" in src and convert in src and "= sh_v" in src, src
-        assert "float sh_v" not in _source(fn, torch.randn(8, 300).to(dtype))
+        # longer bfloat16 rows keep their loads; float16 ones convert at any length
+        assert ("float sh_v" in _source(fn, torch.randn(8, 300).to(dtype))) == (dtype is F16)
         for shape in ((64, 100), (3, 7, 33), (5, 256), (2, 1), (0, 40)):
             x = torch.randn(shape).to(dtype)
             if x.numel() >= 2:
@@ -85,3 +87,27 @@ def test_a_short_sum_walk_stages_its_half_loads_as_floats():
             check_against_eager(fn, x, grad=False, kernels=x.numel() > 0)
         x = torch.randn(100, 64).to(dtype).t()          # rows at a stride of 64
         check_against_eager(fn, x, grad=False)
+
+
+def test_long_float16_rows_convert_their_loads_and_stores_a_chunk_at_a_time():
+    """A row walk's float16 loads and stores along the row, at any row length, go
+    through brrr_f16_load / brrr_f16_store (schedule/rows.py `_float16_rows`): a sum's
+    walk keeps its block of lanes, and a rounding cast only a staged store reads prints
+    none of its own (the store rounds). Values and gradients against eager on long odd
+    rows with NaN, inf and subnormals."""
+    from tests.helpers import check_against_eager
+
+    src = _source(lambda x: x.sum(-1), torch.randn(16, 1024).half())
+    FileCheck().check("brrr_f16_load(sh_v").check("c_v2[lane] +=").run(src)
+    src = _source(lambda x: x.softmax(-1), torch.randn(16, 1024).half())
+    FileCheck().check("float hs_v").check("= ((float)v").check("hs_v") \
+        .check("brrr_f16_store(&out0[").run(src)
+    g = torch.Generator().manual_seed(11)
+    for shape in ((3, 1500), (2, 1025), (4, 3, 600)):
+        x = torch.randn(shape, generator=g).half()
+        x.view(-1)[:4] = torch.tensor([float("nan"), float("-inf"), 3e-6, -6e-8])
+        for fn in (lambda t: t.sum(-1), lambda t: t.softmax(-1),
+                   lambda t: torch.nn.functional.layer_norm(t, t.shape[-1:]) * 2):
+            check_against_eager(fn, x, grad=False)
+        y = torch.randn(shape, generator=g).half().requires_grad_()
+        check_against_eager(lambda t: torch.nn.functional.layer_norm(t, t.shape[-1:]).softmax(-1), y)
