@@ -20,7 +20,8 @@ stays in the core's cache: it costs no memory traffic. An index loaded from a te
 at most its dim's extent. A column fold is one fold of the column kind
 per point (its partial rows stay in cache too); the columns phase runs once per point
 of the reduction domain. Loads, stores and rounding casts of float16 and bfloat16 values
-cost the conversions the printer writes for them (scalar_ops.CONVERSION_COST); a cast
+cost the conversions the printer writes for them (scalar_ops.CONVERSION_COST, or
+conversions.HARDWARE_COST where the target's instructions convert them); a cast
 marked exact (transforms/exact_casts.py) prints none.
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 from brrr_compiler.cost.stats import (SCALAR_FOLDS, KernelStats, as_int,
                                       itemsize, op_cost, prod)
 from brrr_compiler import ops, scalar_ops
+from brrr_compiler.cost.conversions import HARDWARE_COST, hardware_converted, key
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.schedule_ir import CppSchedule, TritonSchedule
 
@@ -134,14 +136,17 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
     columns = schedule.columns
     rep = getattr(schedule, "replicate", None)   # values computed once per index of dim rep
     once = as_int(kernel.ranges[rep], hints) if rep is not None else 1
-    for phase in kernel.phases:
+    for at, phase in enumerate(kernel.phases):
         count = (rows * red if phase.per_row_loop else red if phase.loop
                  else 1 if phase.once else rows)
+        hardware = hardware_converted(kernel, schedule, at, phase)
         scalar = phase.loop and not columns and any(
             s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
         chained = set() if scalar else _chained(phase.body)
         for s in phase.body:
             convert = scalar_ops.CONVERSION_COST.get((s.op, s.dtype))
+            if convert and key(s) in hardware:      # cost/conversions.py
+                convert = HARDWARE_COST if s.op != "cast" else 0.0
             if convert and s.value != scalar_ops.EXACT:     # an exact cast prints no rounding
                 stats.add_flops(convert, torch.float32, count)
             if s.op in NO_WORK:
