@@ -102,9 +102,10 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     for (buffer, index), (name, dtype) in halves.items():
         convert = "brrr_f16_to_f32" if dtype is torch.float16 else "brrr_bf16_to_f32"
         lines.append(f"{indent}float {name}[{chunk}];")
-        if dtype is torch.float16 and _unit_stride(index, inner):     # F16C: the note
+        if _unit_stride(index, inner):       # F16C, or bfloat16's shift in vectors: the note
             start = sympy.sympify(index).subs(inner, sympy.Symbol("st_lo", integer=True))
-            lines.append(f"{indent}brrr_f16_load({name}, &{buffer}[{cexpr(start)}], {hi} - st_lo);")
+            helper = "brrr_f16_load" if dtype is torch.float16 else "brrr_bf16_load"
+            lines.append(f"{indent}{helper}({name}, &{buffer}[{cexpr(start)}], {hi} - st_lo);")
         else:
             lines += copy(name + at, f"{convert}({buffer}[{cexpr(index)}])")
     for (buffer, index), (name, dtype) in strided.items():

@@ -67,18 +67,19 @@ def test_a_short_sum_walk_stages_its_half_loads_as_floats():
     now converts its chunk into a local float array first. Rows longer than
     STAGE_MAX_ROW keep their loads; values against eager on odd rows, NaN and inf.
     Contiguous float16 rows convert with brrr_f16_load (F16C or AVX-512), bfloat16 with
-    its shift."""
+    its shift in explicit vectors (brrr_bf16_load: a plain loop of 16-bit loads is sized
+    at 32 lanes, and rows of 24 ran scalar)."""
     from tests.helpers import check_against_eager
 
     def fn(x):
         return torch.nn.functional.layer_norm(x, x.shape[-1:]), x.float().sum(-1)
 
-    for dtype, convert in ((F16, "brrr_f16_load(sh_v"), (torch.bfloat16, "brrr_bf16_to_f32(in0[")):
+    for dtype, convert in ((F16, "brrr_f16_load(sh_v"), (torch.bfloat16, "brrr_bf16_load(sh_v")):
         src = _source(fn, torch.randn(64, 100).to(dtype))
         assert "float sh_v" in src and convert in src and "= sh_v" in src, src
         # longer bfloat16 rows keep their loads; float16 ones convert at any length
         assert ("float sh_v" in _source(fn, torch.randn(8, 300).to(dtype))) == (dtype is F16)
-        for shape in ((64, 100), (3, 7, 33), (5, 256), (2, 1), (0, 40)):
+        for shape in ((64, 100), (3, 7, 33), (5, 256), (2, 1), (0, 40), (77, 24), (9, 47)):
             x = torch.randn(shape).to(dtype)
             if x.numel() >= 2:
                 x.view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
