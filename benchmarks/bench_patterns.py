@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import statistics
 import sys
 import time
@@ -97,9 +98,34 @@ def pattern_at(seed: int, size_bytes: int):
         inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
         if any(x.numel() == 0 for x in inputs if isinstance(x, torch.Tensor)):
             continue
+        if _output_bytes(f, inputs) > max_output_bytes():
+            continue
         if _runs_cleanly(f, inputs):
             return p, f, inputs
     return None
+
+
+def max_output_bytes() -> int:
+    """The most a pattern's outputs may hold: a sixteenth of this machine's memory. Every
+    backend keeps its own outputs, and a broadcast can make them far larger than the
+    inputs: seed 16 at 4x the LLC (a (31, 31, 31, 100) float64 input maximum'd with
+    itself unsqueezed) asked for 3 GB per output, and the run was killed for memory."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 16
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
+
+
+def _output_bytes(f, inputs) -> int:
+    """The bytes of `f`'s outputs, from a run on meta tensors (0 where that fails: the
+    real run decides)."""
+    meta = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
+    try:
+        out = f(*meta)
+    except Exception:        # an op without a meta kernel: no estimate
+        return 0
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    return sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
 
 
 def _runs_cleanly(f, inputs) -> bool:

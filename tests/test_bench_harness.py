@@ -47,3 +47,19 @@ def test_bench_compile_takes_bare_model_names_and_refuses_unknown_ones(monkeypat
     assert args.models == ["resnet:inference", "resnet:training", "gpt2:training"]
     with pytest.raises(SystemExit, match="unknown model:mode nope:inference"):
         bench_compile.parse_args(["--models", "nope"])
+
+
+def test_patterns_whose_outputs_outgrow_memory_are_skipped(monkeypatch):
+    """A broadcast can make a pattern's outputs far larger than its inputs (seed 16 at
+    4x the LLC asked for gigabytes and the run was killed): attempts whose outputs, from
+    a run on meta tensors, hold more than bench_patterns.max_output_bytes() are passed
+    over."""
+    import torch
+    bp = _bench_module("bench_patterns")
+    assert bp._output_bytes(lambda x: (x, x * 2), [torch.randn(4, 4)]) == 128
+    size = bp.size_classes(["l2"], 512e6)["l2"]
+    _, f, inputs = bp.pattern_at(16, size)
+    big = bp._output_bytes(f, inputs)
+    monkeypatch.setattr(bp, "max_output_bytes", lambda: big - 1)
+    found = bp.pattern_at(16, size)
+    assert found is None or bp._output_bytes(*found[1:]) < big
