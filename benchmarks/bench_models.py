@@ -111,6 +111,14 @@ def _build(case, mode, backends, tiny, time_mismatches=False) -> tuple[dict, dic
             float64.append(model_check.float64_first(case, mode, base_model, inputs, target))
         return float64[0]
 
+    fair_first: list = []
+
+    def fair():                       # likewise: eager channels-last (model_check)
+        if not fair_first:
+            fair_first.append(model_check.channels_last_first(case, mode, base_model, inputs,
+                                                              target))
+        return fair_first[0]
+
     for b in backends:
         try:
             steps[b] = build_step(case, mode, base_model, inputs, target, b)
@@ -124,7 +132,7 @@ def _build(case, mode, backends, tiny, time_mismatches=False) -> tuple[dict, dic
             errors[b], verdict = float("nan"), "no eager reference"
         else:
             errors[b], verdict = model_check.verdict(steps[b].first, steps["eager"].first,
-                                                     reference)
+                                                     reference, fair)
         status[b] = f"{verdict} (max err {errors[b]:.1e}; first call {steps[b].first_s:.1f} s)"
         if verdict == "mismatch":
             if time_mismatches:
