@@ -134,6 +134,7 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
     stats = KernelStats(points=rows * red, rows=rows,
                         forks=getattr(schedule, "forks", None))
     columns = schedule.columns
+    values = {s.out: s.dtype for s in kernel.body if s.out is not None}
     rep = getattr(schedule, "replicate", None)   # values computed once per index of dim rep
     once = as_int(kernel.ranges[rep], hints) if rep is not None else 1
     for at, phase in enumerate(kernel.phases):
@@ -147,6 +148,8 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
             convert = scalar_ops.CONVERSION_COST.get((s.op, s.dtype))
             if convert and key(s) in hardware:      # cost/conversions.py
                 convert = HARDWARE_COST if s.op != "cast" else 0.0
+            if s.op == "cast" and s.args and values.get(s.args[0]) is torch.bool:
+                convert = 0.0        # a select of 1 or 0 (codegen cast_expr): no rounding
             if convert and s.value != scalar_ops.EXACT:     # an exact cast prints no rounding
                 stats.add_flops(convert, torch.float32, count)
             if s.op in NO_WORK:

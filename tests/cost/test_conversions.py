@@ -63,3 +63,14 @@ def test_triton_converts_every_float16_access_in_hardware():
               if s.dtype is torch.float16 and s.op in ("load", "store", "cast")}
     assert halves and halves == set().union(*(hardware_converted(k, sched, i, p)
                                               for i, p in enumerate(k.phases)))
+
+
+def test_a_bool_cast_to_float16_costs_no_rounding():
+    """The printer casts a bool with a select of 1 or 0 (codegen/cpp.py cast_expr), never a
+    rounding: pricing one made the cost policy refuse `(x > 0).half() * x` fused (generated
+    pattern 2 at the LLC size, 0.54 -> 0.99 ms)."""
+    x = torch.randn(64, 1024).half()
+    n = x.numel()
+    masked = _flops(lambda t: (t > 0).half() * t, x)["float32"]
+    plain = _flops(lambda t: t * t, x)["float32"]
+    assert masked - plain < n * scalar_ops.CONVERSION_COST[("cast", torch.float16)]
