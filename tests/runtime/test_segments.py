@@ -166,12 +166,17 @@ def test_a_thread_keeps_its_arena_between_calls_and_threads_have_their_own(runs)
     assert all(torch.equal(a, b) for a, b in zip(again, before))
     torch.testing.assert_close(again, _branchy(x), rtol=1e-5, atol=1e-5)
     seen, results = {}, {}
+    # every worker holds its arena until all have looked at theirs: a thread's arena is
+    # freed when it ends, and malloc may hand the next thread the same address (CI saw
+    # 3 distinct addresses of 4 once)
+    all_seen = threading.Barrier(3)
 
     def worker(i):
         y = torch.randn(64, 33, generator=torch.Generator().manual_seed(i))
         for _ in range(20):
             results[i] = (f(y), _branchy(y))
         seen[i] = segments._ARENA.buf.data_ptr()
+        all_seen.wait()
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
     for t in threads:
