@@ -126,8 +126,7 @@ def copies(loads: list[Stmt], k, rows: int, width: int, cexpr, indent: str) -> l
             continue
         sec, allv = k.loop_vars[-2], k.all_vars()
         along, across = linear_coeff(s.index, inner, allv), linear_coeff(s.index, sec, allv)
-        rows_inner = (along is not None and across is not None
-                      and abs(int(across)) < abs(int(along))) if _ints(along, across) else False
+        rows_inner = _ints(along, across) and abs(int(across)) < abs(int(along))
         outer_loop = (f"for (int64_t b2 = 0; b2 < {width}; ++b2) {{", f"const int64_t {inner} = b2;")
         inner_loop = ("for (int64_t b1 = 0; b1 < bn1; ++b1) {", f"const int64_t {sec} = lo1 + b1;")
         first, second = (outer_loop, inner_loop) if rows_inner else (inner_loop, outer_loop)

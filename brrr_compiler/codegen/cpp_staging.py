@@ -103,9 +103,9 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
         convert = "brrr_f16_to_f32" if dtype is torch.float16 else "brrr_bf16_to_f32"
         lines.append(f"{indent}float {name}[{chunk}];")
         if _unit_stride(index, inner):       # F16C, or bfloat16's shift in vectors: the note
-            start = sympy.sympify(index).subs(inner, sympy.Symbol("st_lo", integer=True))
             helper = "brrr_f16_load" if dtype is torch.float16 else "brrr_bf16_load"
-            lines.append(f"{indent}{helper}({name}, &{buffer}[{cexpr(start)}], {hi} - st_lo);")
+            lines.append(f"{indent}{helper}({name}, &{buffer}[{_start(index, inner, cexpr)}], "
+                         f"{hi} - st_lo);")
         else:
             lines += copy(name + at, f"{convert}({buffer}[{cexpr(index)}])")
     for (buffer, index), (name, dtype) in strided.items():
@@ -116,15 +116,19 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     after = [ln for (buffer, index), name in stores.items()
              for ln in copy(f"{buffer}[{cexpr(index)}]", f"(uint8_t){name}{at}")]
     lines += [f"{indent}float {name}[{chunk}];" for name in dict.fromkeys(hstores.values())]
-    for (buffer, index), name in hstores.items():          # F16C: the note
-        start = sympy.sympify(index).subs(inner, sympy.Symbol("st_lo", integer=True))
-        after.append(f"{indent}brrr_f16_store(&{buffer}[{cexpr(start)}], {name}, {hi} - st_lo);")
+    after += [f"{indent}brrr_f16_store(&{buffer}[{_start(index, inner, cexpr)}], {name}, "
+              f"{hi} - st_lo);" for (buffer, index), name in hstores.items()]   # F16C: the note
     stores.update(hstores)
     position = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
     exact = rounded_only_for(body, [s for s in body if s.op == "store"
                                     and (s.buffer, s.index) in hstores])
     body = [dataclasses.replace(s, value=EXACT) if s.out in exact else s for s in body]
     return lines, [_restaged(s, loads, halves, stores, position, lane) for s in body], after
+
+
+def _start(index, inner, cexpr) -> str:
+    """`index` at the chunk's first element (st_lo), printed."""
+    return cexpr(sympy.sympify(index).subs(inner, sympy.Symbol("st_lo", integer=True)))
 
 
 def _unit_stride(index, inner) -> bool:
