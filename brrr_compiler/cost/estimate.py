@@ -156,6 +156,11 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0,
     hit = hit_fraction(ws, device.llc_bytes)
     in_l2 = hit_fraction(ws, device.l2_bytes * max(device.threads / slow, 1.0), L2_RAMP)
     t = stats.bytes * (hit * _cached(device, in_l2, slow) + (1 - hit) / device.dram_bandwidth)
+    if stats.scattered_bytes and stats.scattered_span > device.l2_bytes:
+        # a column walk's transposed lines are evicted before the next work item reuses
+        # them (from_kernel._scattered): a line per element, from where the kernel's bytes are
+        t += stats.scattered_bytes * (hit * _cached(device, 0.0, slow)
+                                      + (1 - hit) / device.dram_bandwidth)
     if stats.reread_bytes:
         # a row is read again right after its first pass: what stays cached in between is
         # one row per thread (in L2 when a row fits, else as much of the LLC as it takes)

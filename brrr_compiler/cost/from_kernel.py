@@ -168,9 +168,12 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
     dtypes = {b.name: b.dtype for b in kernel.buffers}
     outputs = {b.name for b in kernel.outputs}
     inner, staged = _innermost(kernel, schedule)
+    walk = _column_walk(kernel, schedule, hints)
     for name, (indices, loop_phases) in _accesses(kernel).items():
         nbytes = buffer_bytes(indices, extents, inner, itemsize(dtypes[name]), hints, sources,
                               staged)
+        if walk is not None and name in outputs:
+            _scattered(stats, walk, indices, extents, itemsize(dtypes[name]), hints, nbytes)
         if name in outputs:
             stats.bytes_written += nbytes
             continue
@@ -179,6 +182,34 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
             stats.reread_bytes += (len(loop_phases) - 1) * nbytes
             stats.reread_row_bytes += red * itemsize(dtypes[name])
     return stats
+
+
+def _column_walk(kernel: Kernel, schedule, hints: dict | None):
+    """(the columns' loop variable, elements one work item walks) of a column walk, else
+    None: a work item folds every reduction row over its tile of columns."""
+    if getattr(schedule, "kind", None) != "columns" or not kernel.loop_vars:
+        return None
+    red = prod(as_int(r, hints) for r in kernel.reduction_ranges)
+    width = min(as_int(kernel.ranges[-1], hints), schedule.column_tile or 1)
+    return kernel.loop_vars[-1], red * width * max(1, schedule.column_rows)
+
+
+def _scattered(stats: KernelStats, walk, indices, extents: dict, size: int,
+               hints: dict | None, dense: int) -> None:
+    """A column walk's stores that step along its columns by other than 0 or 1 touch a
+    line per element; the next work item (the next outer index) reuses those lines only
+    while one work item's lines stay in the core's cache. A copy to contiguous of a
+    transposed (257, 512, 512) tensor fused into a logsumexp over dim 0 wrote each of its
+    512 columns 2 KB apart: 650 ms where the copy apart took 20 (every store a page).
+    Strided loads are left dense: a column walk copies them a streamed row at a time
+    (column_stage), and a transposed float16 input's amax over dim 0 ran 1.5x its
+    contiguous twin, not the 32x a line per element would say."""
+    col, points = walk
+    strided = [e for e in indices if inner_stride(e, col, hints) not in (0, 1)]
+    if not strided:
+        return
+    stats.scattered_bytes += buffer_bytes(indices, extents, col, size, hints) - dense
+    stats.scattered_span = max(stats.scattered_span, points * LINE * len(strided))
 
 
 def _chained(body) -> set[str]:
@@ -204,7 +235,8 @@ def _innermost(kernel: Kernel, schedule) -> tuple:
     variable a tiled kernel stages blocks along): a pointwise kernel's last loop variable
     (module note). Reductions: None. A column walk's transposed store reuses its lines
     from the cache while one work item's lines fit there (a copy fused into a sum over
-    (32, 1024, 1025): 18.3 ms fused, 18.1 apart), so a line per element overstates it."""
+    (32, 1024, 1025): 18.3 ms fused, 18.1 apart), so a line per element overstates it
+    then; _scattered charges it where they do not fit."""
     if not kernel.loop_vars or kernel.reduction_vars:
         return None, None
     transposed = getattr(schedule, "transposed", None)

@@ -8,7 +8,9 @@ cost policy counts a candidate group by lowering it). It counts
   - bytes read (each input buffer once, at the extent the kernel touches: a broadcast
     operand at its own size) and bytes written,
   - re-read bytes: a later loop phase of a reduction kernel reading a row again, and the
-    bytes one row of those buffers occupies (whether the re-read hits the cache).
+    bytes one row of those buffers occupies (whether the re-read hits the cache),
+  - scattered bytes: a column walk's transposed stores, a cache line per element, and
+    the lines one work item spans (whether the next work item finds them cached).
 Missing information (a symbolic size with no hint, an op the table does not price) raises
 CostModelError; a count is never silently zero.
 """
@@ -44,6 +46,10 @@ class KernelStats:
     bytes_written: int = 0
     reread_bytes: int = 0          # loop phases re-reading rows already read once
     reread_row_bytes: int = 0      # bytes of one row of the re-read buffers
+    scattered_bytes: int = 0       # a column walk's stores stepping along its columns:
+    #                                the lines they move beyond their footprint, paid when
+    scattered_span: int = 0        # the lines one work item touches (bytes) outlast a core's
+    #                                L2 before the next work item reuses them
     forks: bool | None = None      # the schedule's word on running on several threads
     #                                (None: sizes known only at run time, or not a CPU kernel)
 

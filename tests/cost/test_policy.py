@@ -200,3 +200,24 @@ def test_policy_by_name_and_option():
     assert build_config({"fusion": "cost"}).fusion == "cost"
     with pytest.raises(ValueError, match="cost"):
         build_config({"fusion": "bogus"})
+
+
+def lse_and_copy(x):
+    d = x * 2 - 1
+    return torch.logsumexp(d, 0), d.contiguous()
+
+
+@pytest.mark.parametrize("rows,fused", [(8, True), (128, False)])
+def test_transposed_copy_joins_a_column_walk_only_while_its_lines_stay_cached(rows, fused):
+    """The copy of a transposed tensor, fused into a column walk over dim 0, stores each
+    column a row apart: the next work item reuses those lines only while one work item's
+    (rows x columns lines) fit in the core's L2 (1 MiB on CPU2); past it each store is a
+    line of its own (650 ms where the copy apart took 20, at 257 rows)."""
+    x = _x(rows, 256, 256).transpose(1, 2)
+    plan = plan_of(lse_and_copy, x, policy=_cost())
+    (walk,) = [g for g in plan.groups if aten.logsumexp.default in _targets(g)
+               or aten.amax.default in _targets(g)]
+    assert (aten.clone.default in _targets(walk)) is fused, str(plan)
+    _check_reasons(plan)
+    check_against_eager(lse_and_copy, _x(rows, 16, 24).transpose(1, 2),
+                        options={"fusion": "cost"}, grad=False)
