@@ -46,6 +46,9 @@ class CppSchedule:
     column_stage: frozenset[str] = frozenset()  # columns: narrow strided loads (their
     #                                  values) copied into tile arrays per row
     #                                  (codegen/cpp_column_stage.py)
+    copy_strided: frozenset[str] = frozenset()  # pointwise: inputs read at a stride along
+    #                                  the inner loop by a loop that calls libm, copied a
+    #                                  chunk at a time before it (codegen/cpp_strided.py)
     gather_rows: tuple[tuple[str, str, int], ...] = ()   # pointwise: gathers within rows
     #                                  that prefetch their next row (schedule/gather.py)
     scratch_rows: tuple[tuple[str, str], ...] = ()   # rows: (scratch, output row holding it)

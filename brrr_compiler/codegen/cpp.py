@@ -275,12 +275,14 @@ def _inner_loops(k: Kernel, pieces: list, sched: CppSchedule, before: set[str]) 
         if stream or rows:
             dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}
             lines += chunked_loop(piece.body, stream, v, start, end,
-                                  lambda s: stmt_line(s, dtypes), cexpr, "    ", ahead, rows)
+                                  lambda s: stmt_line(s, dtypes), cexpr, "    ", ahead, rows,
+                                  sched.copy_strided)
             continue
-        if any(staged_halves(piece, piece.body)):      # float16 through F16C: cpp_half.py
+        if any(staged_halves(piece, piece.body)) or sched.copy_strided:
+            # float16 through F16C (cpp_half.py), strided loads copied (cpp_strided.py)
             dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}
             lines += staged_loop(piece, piece.body, start, end, lambda s: stmt_line(s, dtypes),
-                                 cexpr, "    ")
+                                 cexpr, "    ", sched.copy_strided)
             continue
         lines += ["    #pragma omp simd", f"    for (int64_t {v} = {start}; {v} < {end}; ++{v}) {{"]
         lines += _body_lines(piece, "      ", known) + ["    }"]

@@ -25,6 +25,7 @@ import dataclasses
 import sympy
 import torch
 
+from brrr_compiler.codegen.cpp_strided import strided_copies
 from brrr_compiler.kernel_ir import Kernel, Stmt
 from brrr_compiler.scalar_ops import EXACT
 from brrr_compiler.transforms.loops import linear_coeff
@@ -49,13 +50,14 @@ def staged_halves(k: Kernel, body: list[Stmt]) -> tuple[list[Stmt], list[Stmt]]:
 
 
 def staged_loop(k: Kernel, body: list[Stmt], start: str, end: str, line, cexpr,
-                indent: str) -> list[str]:
+                indent: str, strided: frozenset = frozenset()) -> list[str]:
     """`for var in [start, end)` in chunks of CHUNK, float16 loads and stores converted
-    around each chunk's loop (the note). `line(stmt)` prints one statement."""
+    around each chunk's loop (the note), the loads of `strided` copied before it
+    (cpp_strided.py). `line(stmt)` prints one statement."""
     var = k.loop_vars[-1]
     loads, stores = staged_halves(k, body)
     copy = _conversion(k, body)
-    if copy is not None:
+    if copy is not None and not strided:
         load, store = copy
         helper = "brrr_f16_store" if store.dtype is torch.float16 else "brrr_f16_load"
         first = sympy.Symbol(start, integer=True)      # printed as is
@@ -72,14 +74,18 @@ def staged_loop(k: Kernel, body: list[Stmt], start: str, end: str, line, cexpr,
         if op == "load":
             out.append(f"{indent}  brrr_f16_load({name}, &{buffer}[{cexpr(index.subs(var, c))}], "
                        "c1 - c0);")
+    copies, read = strided_copies(body, strided, var, CHUNK, cexpr, indent + "  ")
+    out += copies
     out += [f"{indent}  #pragma omp simd", f"{indent}  for (int64_t {var} = c0; {var} < c1; ++{var}) {{"]
     exact = rounded_only_for(body, stores)
-    for s in body:
+    for s, copied in zip(body, read):
         if s in loads or s in stores:
             s = dataclasses.replace(s, dtype=torch.float32, index=at,
                                     buffer=arrays[(s.op, s.buffer, s.index)])
         elif s.out in exact:
-            s = dataclasses.replace(s, value=EXACT)
+            s = dataclasses.replace(copied, value=EXACT)
+        else:
+            s = copied
         out.append(f"{indent}    {line(s)}")
     out.append(f"{indent}  }}")
     out += [f"{indent}  brrr_f16_store(&{buffer}[{cexpr(index.subs(var, c))}], {name}, c1 - c0);"

@@ -40,6 +40,7 @@ import dataclasses
 
 import sympy
 
+from brrr_compiler.codegen.cpp_strided import strided_copies
 from brrr_compiler.kernel_ir import Stmt
 from brrr_compiler.schedule.rows import LINE_BYTES
 from brrr_compiler.transforms.loops import linear_coeff
@@ -50,11 +51,12 @@ AHEAD = 2048                    # elements a prefetched input is asked for ahead
 
 def chunked_loop(body: list[Stmt], buffers: set[str], var, start: str, end: str,
                  line, cexpr, indent: str, ahead: frozenset = frozenset(),
-                 rows: NextRows | None = None) -> list[str]:
+                 rows: NextRows | None = None, strided: frozenset = frozenset()) -> list[str]:
     """`for var in [start, end)` in chunks of CHUNK, the stores to `buffers` staged and
     streamed after each chunk; the loads of `ahead` (CppSchedule.prefetch) contiguous
     along `var` prefetched AHEAD elements on, a line at a time; the gathers of `rows`
-    prefetch their next row. `line(stmt)` prints one statement, `cexpr` an index."""
+    prefetch their next row; the loads of `strided` (CppSchedule.copy_strided) copied
+    first (cpp_strided.py). `line(stmt)` prints one statement, `cexpr` an index."""
     c = sympy.Symbol("c0", integer=True)
     stores = [s for s in body if s.op == "store" and s.buffer in buffers]
     stage = {s.buffer: f"sb_{s.buffer}" for s in stores}
@@ -63,6 +65,9 @@ def chunked_loop(body: list[Stmt], buffers: set[str], var, start: str, end: str,
     out += _prefetches(body, ahead, var, cexpr, indent + "  ")
     out += rows.prefetches(body, cexpr, indent + "  ") if rows else []
     out += [f"{indent}  __typeof__({b}[0]) {name}[{CHUNK}];" for b, name in stage.items()]
+    copies, body = strided_copies(body, strided, var, CHUNK, cexpr, indent + "  ")
+    stores = [s for s in body if s.op == "store" and s.buffer in buffers]
+    out += copies
     out += [f"{indent}  #pragma omp simd", f"{indent}  for (int64_t {var} = c0; {var} < c1; ++{var}) {{"]
     offset = sympy.Symbol(f"{var} - c0", integer=True)      # printed as is
     for s in body:

@@ -94,7 +94,25 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
                        pieces=pieces, stream=stream, replicate=rep,
                        prefetch=ahead_loads(k) if stream else frozenset(),
                        gather_rows=() if pieces or rep is not None else gathered_rows(k),
+                       copy_strided=frozenset() if pieces or rep is not None
+                       else strided_libm_loads(k),
                        unswitch=() if rep is not None else outer_select_conditions(k))
+
+
+def strided_libm_loads(k: Kernel) -> frozenset[str]:
+    """The float inputs (any width) `k` reads at a stride other than 0 or 1 along its
+    inner loop, where that loop calls libm: gcc 12 builds each vector of such a load
+    element by element, and beside a libm call that cost more than the call (atan2 of a
+    (66049, 1024) tensor and a step-sliced bfloat16 row: 56 ms, 34 with the row
+    contiguous). codegen/cpp_strided.py copies them a chunk at a time first."""
+    if not k.loop_vars:
+        return frozenset()
+    dtypes = {s.out: s.dtype for s in k.body if s.out}
+    if not rows.calls_libm(k.body, dtypes):
+        return frozenset()
+    inner = k.loop_vars[-1]
+    return frozenset(s.buffer for s in rows.plain_loads(k.body, rows.FLOAT_TYPES | rows.HALF_TYPES)
+                     if linear_coeff(s.index, inner, k.all_vars()) not in (None, 0, 1))
 
 
 MAX_CONDITIONS = 3         # an unswitched loop is printed 2^n times (codegen/cpp_unswitch.py)

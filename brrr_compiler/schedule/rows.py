@@ -185,7 +185,7 @@ def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
         reds = [s for s in p.body if s.op == "reduce"]
         if not p.loop or any(r.value in ARG_FOLDS for r in reds):
             continue
-        libm = _calls_libm(p.body, dtypes)
+        libm = calls_libm(p.body, dtypes)
         if not (byte_loads(p.body) or bool_stores(p.body) or half_loads(p.body)
                 or (libm and inner is not None and strided_loads(p.body, inner))):
             continue
@@ -212,7 +212,8 @@ def _float16_rows(body: list[Stmt], inner) -> bool:
         for s in half_loads(body)) or bool(half_stores(body, inner)))
 
 
-def _calls_libm(body: list[Stmt], dtypes: dict) -> bool:
+def calls_libm(body: list[Stmt], dtypes: dict) -> bool:
+    """Whether a statement of `body` calls a libm (libmvec) function."""
     for s in body:
         row = TABLE.get(s.op)
         if row is not None and row.libmvec:
