@@ -52,8 +52,8 @@ from typing import NamedTuple
 import torch
 
 from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, REDUCTIONS,
-                                               cache_bandwidth, chain_rate, fork_overhead,
-                                               l2_bandwidth, overheads, reduce_rate,
+                                               cache_bandwidth, cached_extent, chain_rate,
+                                               fork_overhead, l2_bandwidth, overheads, reduce_rate,
                                                scalar_transcendental_rate, stream_bandwidth,
                                                terms_rate)
 from brrr_compiler.cost.device import (CHAIN, MIB, DeviceSpec, generic_cpu, in_float64,
@@ -78,6 +78,23 @@ def _cache_sizes() -> tuple[int, int]:
         mult = {"K": 1 << 10, "M": MIB, "G": 1 << 30}.get(text[-1], 1)
         sizes[level] = int(text.rstrip("KMG")) * mult
     return sizes.get(2, MIB), sizes.get(max(sizes) if sizes else 3, 32 * MIB)
+
+
+def _llc_share(cache_dir: str, l2_total: int, llc: int, dram: float, clock, log) -> int:
+    """The last-level cache the cost model counts on: sysfs's size, or less where x + 1
+    streams before it fills (calibration_kernels.cached_extent: a VM's share of a large
+    chip's cache). Sizes from 4x the L2s up to twice sysfs's, at most 512 MB moved."""
+    moved, size = [], 1 << max(4 * l2_total - 1, 1).bit_length()
+    while size <= min(2 * llc, 512 * MIB):
+        moved.append(size)
+        size *= 2
+    if not moved:
+        return llc
+    kept = cached_extent(cache_dir, moved, dram, clock)
+    share = min(llc, max(kept, l2_total))
+    log(f"  last-level cache      {share / MIB:8.0f} MB  (sysfs {llc / MIB:.0f} MB; x + 1 beats "
+        f"the streaming rate by 1.3x up to {kept / MIB:.0f} MB moved)")
+    return share
 
 
 def _l2_sizes(l2_total: int, parallel_min: int) -> tuple[int, int] | None:
@@ -160,6 +177,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
                 generic.dram_bandwidth)
     log(f"  streaming bandwidth   {dram / 1e9:8.1f} GB/s  (brrr x + 1 on 192 MB, read + write; "
         f"{figures.note('streaming bandwidth')})")
+    llc = _llc_share(cache_dir, l2 * threads, llc, dram, clock, log)
     cache = sane("cache bandwidth", lambda: cache_bandwidth(cache_dir, clock),
                  generic.cache_bandwidth)
     log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 0.75 to 3 MB; "

@@ -9,6 +9,7 @@ import time
 import torch
 
 QUANTILE = 0.2     # each figure is a low percentile: on a shared machine noise only adds
+CACHED_RATE = 1.3  # a size whose x + 1 runs this much above the streaming rate is cached
 
 
 def _per_call(fn, args=(), calls: int = 10, rounds: int = 7, budget_s: float = 2.0,
@@ -34,6 +35,22 @@ def stream_bandwidth(nbytes: int, cache_dir: str, clock=time.perf_counter) -> fl
     x = torch.rand(nbytes // 4)
     return 2 * x.numel() * 4 / _per_call(_compiled(ADD, 1, cache_dir=cache_dir), (x,),
                                          calls=1, clock=clock)
+
+
+def cached_extent(cache_dir: str, moved: list[int], dram: float,
+                  clock=time.perf_counter) -> int:
+    """The most bytes (read + write, of `moved`, ascending) a brrr kernel x + 1 moves at
+    CACHED_RATE times the streaming bandwidth `dram` or faster: the last-level cache this
+    process gets. sysfs names the whole chip's (480 MB on a 2-vCPU Xeon VM, whose x + 1
+    ran 56 GB/s up to 64 MB moved and at the streaming 27 from 128 MB on); 0 where even
+    the first size streams."""
+    fn, best = _compiled(ADD, 1, cache_dir=cache_dir), 0
+    for nbytes in moved:
+        x = torch.rand(nbytes // 8)
+        if nbytes / _per_call(fn, (x,), calls=3, rounds=5, clock=clock) < CACHED_RATE * dram:
+            break
+        best = nbytes
+    return best
 
 
 def l2_bandwidth(cache_dir: str, elements: tuple[int, int], clock=time.perf_counter) -> float:

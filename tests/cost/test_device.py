@@ -208,3 +208,25 @@ def test_functions_not_measured_by_name_get_the_libm_calls_rate(monkeypatch):
     # each function measured in float64 too (libm's double functions), its own key
     assert functions[in_float64("tanh")] == pytest.approx(
         1 / (4 / 11e9 - 2 / flops["float64"]))
+
+
+def test_llc_share_is_sysfs_or_what_x_plus_1_keeps_cached(monkeypatch):
+    """A VM on a large chip reads the chip's whole LLC in sysfs (480 MB on a 2-vCPU
+    Xeon): calibrate keeps the share where x + 1 still beats the streaming rate."""
+    from brrr_compiler import calibration
+    asked = []
+
+    def kept(cache_dir, moved, dram, clock):
+        asked.append(list(moved))
+        return kept.value
+
+    monkeypatch.setattr(calibration, "cached_extent", kept)
+    lines = []
+    kept.value = 64 << 20
+    assert calibration._llc_share("/x", 4 << 20, 480 << 20, 27e9, None, lines.append) == 64 << 20
+    assert asked[-1][0] == 16 << 20 and asked[-1][-1] == 512 << 20, asked
+    assert all(b == 2 * a for a, b in zip(asked[-1], asked[-1][1:])) and "sysfs 480" in lines[-1]
+    assert calibration._llc_share("/x", 2 << 20, 32 << 20, 40e9, None, lines.append) == 32 << 20
+    assert asked[-1] == [8 << 20, 16 << 20, 32 << 20, 64 << 20], asked   # twice sysfs at most
+    kept.value = 0                     # even 4x the L2s streams: the L2s are all there is
+    assert calibration._llc_share("/x", 2 << 20, 32 << 20, 40e9, None, lines.append) == 2 << 20
