@@ -56,28 +56,12 @@ from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, 
                                                fork_overhead, l2_bandwidth, overheads, reduce_rate,
                                                scalar_transcendental_rate, stream_bandwidth,
                                                terms_rate)
+from brrr_compiler.machine import cache_sizes
 from brrr_compiler.cost.device import (CHAIN, MIB, DeviceSpec, generic_cpu, in_float64,
                                        save_device_spec)
 
 STABLE_SPREAD = 0.10   # a figure's last three tries within 10% of each other
 TRIES = 6
-
-
-def _cache_sizes() -> tuple[int, int]:
-    """(L2 per core, last-level cache) bytes from sysfs; 1 MiB and 32 MiB if unknown."""
-    sizes = {}
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level = int((index / "level").read_text())
-            kind = (index / "type").read_text().strip()
-            text = (index / "size").read_text().strip().upper()
-        except (OSError, ValueError):
-            continue
-        if kind == "Instruction":
-            continue
-        mult = {"K": 1 << 10, "M": MIB, "G": 1 << 30}.get(text[-1], 1)
-        sizes[level] = int(text.rstrip("KMG")) * mult
-    return sizes.get(2, MIB), sizes.get(max(sizes) if sizes else 3, 32 * MIB)
 
 
 def _llc_share(cache_dir: str, l2_total: int, llc: int, dram: float, clock, log) -> int:
@@ -172,7 +156,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
     started, threads = time.perf_counter(), torch.get_num_threads()
     generic, figures = generic_cpu(threads), _Figures(log)
     sane = figures.settle
-    l2, llc = _cache_sizes()
+    l2, llc = cache_sizes()
     dram = sane("streaming bandwidth", lambda: stream_bandwidth(192 * MIB, cache_dir, clock),
                 generic.dram_bandwidth)
     log(f"  streaming bandwidth   {dram / 1e9:8.1f} GB/s  (brrr x + 1 on 192 MB, read + write; "

@@ -38,3 +38,12 @@ def seeded_torch(request):
 
     import torch
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture(autouse=True)
+def epyc_streaming_threshold(monkeypatch):
+    """Outputs stream past the caches from the LLC size sysfs reports (schedule/stream.py);
+    tests pin it to 32 MB, so what a test's kernel streams does not depend on the machine
+    that runs it."""
+    from brrr_compiler.schedule import stream
+    monkeypatch.setattr(stream, "stream_min_bytes", lambda: 32 << 20)

@@ -26,7 +26,7 @@ STAGES = {
 # imported by anyone; they import only each other
 LEAVES = ["config", "config_checks", "ops", "scalar_ops", "log", "torch_logs", "symbolic",
           "debug", "report", "kernel_ir", "schedule_ir", "kernel_verify", "kernel_eval",
-          "reduction_spec", "accuracy", "ti_strides"]
+          "reduction_spec", "accuracy", "ti_strides", "machine"]
 # the driver and the tools around the pipeline: they import anything, nothing imports them
 TOP = ["__init__", "backend", "explain", "graph_report", "cli", "cli_cache", "demo",
        "calibration", "calibration_kernels", "autotune_plan", "lowered_count"]

@@ -1,8 +1,13 @@
 """Which outputs a C++ kernel stores past the caches (streaming, non-temporal stores).
 
-An output larger than the last-level cache streams: an ordinary store first reads the
-line it writes (codegen/cpp_stream.py has the note and prints the stores). Smaller
-outputs stay cached for whoever reads them next.
+An output at least as large as the last-level cache sysfs reports streams: an ordinary
+store first reads the line it writes (codegen/cpp_stream.py has the note and prints the
+stores). Smaller outputs stay cached for whoever reads them next. The size is the
+machine's, not a constant: on the EPYC brrr was tuned on (32 MB of L3) streaming a 64 MB
+x + 1 won 25%, but a 2-vCPU VM on a Xeon with 480 MB of L3 kept a 32 MB output cached
+(eager's ordinary stores: 1.23 ms) where streaming it past the cache took 3.04 ms, and
+from 128 MB on the two stores ran alike (benchmarks/results/notes.md, "Streaming stores
+from the LLC sysfs reports").
 """
 from __future__ import annotations
 
@@ -10,9 +15,9 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import Kernel
+from brrr_compiler.machine import cache_sizes
 from brrr_compiler.transforms.loops import linear_coeff
 
-STREAM_MIN_BYTES = 32 << 20     # an output this large goes past the last-level cache
 # bfloat16/half outputs stay ordinary: interleaved, min of 41, streaming them won 24% on a
 # bare bf16 a + b but lost 4-9% on kernels busy with bf16 rounding (SiLU*b, bias+GELU, an
 # RMS norm), which is where models spend their bf16 kernels (the template handles them)
@@ -22,9 +27,14 @@ MIN_RUN = 1024                  # inner loops shorter than this store in short r
                                 # (benchmarks/results/notes.md, "Streaming stores")
 
 
+def stream_min_bytes() -> int:
+    """The smallest output that streams: the last-level cache sysfs reports (the note)."""
+    return cache_sizes()[1]
+
+
 def streamed(k: Kernel) -> set[str]:
     """Buffers of `k`'s float32/float64 stores that stream: contiguous along an inner loop of
-    at least MIN_RUN, each writing at least STREAM_MIN_BYTES (the caller leaves out an
+    at least MIN_RUN, each writing at least stream_min_bytes() (the caller leaves out an
     inner loop split at cat boundaries: its pieces are short runs)."""
     if k.is_reduction or not k.loop_vars or not all(r.is_Integer for r in k.ranges):
         return set()
@@ -36,7 +46,7 @@ def streamed(k: Kernel) -> set[str]:
 def streamed_rows(k: Kernel) -> set[str]:
     """For a row (reduction) kernel: buffers of float32/float64 stores that stream,
     contiguous along the innermost reduced dim of at least MIN_RUN, each writing at least
-    STREAM_MIN_BYTES (the last phase of a softmax or a norm)."""
+    stream_min_bytes() (the last phase of a softmax or a norm)."""
     ranges = list(k.ranges) + list(k.reduction_ranges)
     if not k.is_reduction or not k.reduction_vars or not all(r.is_Integer for r in ranges):
         return set()
@@ -46,7 +56,7 @@ def streamed_rows(k: Kernel) -> set[str]:
 
 
 def _contiguous_stores(k: Kernel, inner, numel: int) -> set[str]:
-    """STREAM_DTYPES outputs of `numel` values and at least STREAM_MIN_BYTES, stored once,
+    """STREAM_DTYPES outputs of `numel` values and at least stream_min_bytes(), stored once,
     at unit stride along `inner`, never read back (a softmax that keeps its exp row in
     the output row re-reads it: streaming that output's final store past the cache, over
     lines the row phase left dirty there, was slower; benchmarks/results/notes.md,
@@ -55,8 +65,9 @@ def _contiguous_stores(k: Kernel, inner, numel: int) -> set[str]:
     read = {s.buffer for s in k.body if s.op == "load"}
     stores = [s for s in k.body if s.op == "store"]
     once = {b for b in {s.buffer for s in stores} if sum(s.buffer == b for s in stores) == 1}
+    least = stream_min_bytes()
     return {s.buffer for s in stores if s.dtype in STREAM_DTYPES and s.buffer in once
-            and numel * s.dtype.itemsize >= STREAM_MIN_BYTES
+            and numel * s.dtype.itemsize >= least
             and s.buffer not in read and linear_coeff(s.index, inner, allv) == 1}
 
 

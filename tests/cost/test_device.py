@@ -6,7 +6,8 @@ import torch
 from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
-from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _cache_sizes, _Figures, _l2_sizes
+from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _Figures, _l2_sizes
+from brrr_compiler.machine import cache_sizes
 from brrr_compiler.cost.device import in_float64
 from brrr_compiler.calibration_kernels import (_terms, fork_overhead, l2_bandwidth, overheads,
                                                stream_bandwidth)
@@ -68,7 +69,7 @@ def test_calibrate_subcommand_and_measurements(tmp_path):
     assert args.calibration_dir is None
     args = build_parser().parse_args(["calibrate", "--calibration-dir", "/tmp/k"])
     assert args.calibration_dir == "/tmp/k" and not args.dry_run
-    l2, llc = _cache_sizes()
+    l2, llc = cache_sizes()
     assert 0 < l2 <= llc
     bandwidth = stream_bandwidth(1 << 20, str(tmp_path))   # bytes/s of brrr's x + 1 on 1 MB
     assert 0 < bandwidth < float("inf")                      # no speed asserted: machines vary
