@@ -56,8 +56,8 @@ def enlarge(sample, min_bytes: int):
     flat, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
     tensors = [x for x in flat if isinstance(x, torch.Tensor)]
     rank = max((t.ndim for t in tensors), default=0)
-    if rank == 0:
-        return None
+    if rank == 0 or any(t.layout != torch.strided for t in tensors):
+        return None              # a sparse operand (sparse.sampled_addmm's CSR) does not repeat
     lead = max(t.shape[0] for t in tensors if t.ndim == rank)
     largest = max(t.numel() * t.element_size() for t in tensors)
     if lead == 0 or largest == 0:
