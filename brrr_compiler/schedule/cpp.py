@@ -62,7 +62,9 @@ def _short(k: Kernel, d: int) -> bool:
 
 
 def _shorter_than_a_block(size) -> bool:
-    return bool(getattr(size, "is_Integer", False)) and int(size) < TRANSPOSE_BLOCK
+    """A static extent of 1 to 15: an empty dim is no short tile (a tile 0 wide divided
+    by zero: linalg.svd and eigh of (0, 0, 0) inputs fell back to ATen)."""
+    return bool(getattr(size, "is_Integer", False)) and 0 < int(size) < TRANSPOSE_BLOCK
 
 
 def short_inner(k: Kernel) -> bool:

@@ -77,3 +77,15 @@ def test_a_short_inner_dim_with_gradients_and_its_loop():
     assert sched.kind == "tiled" and sched.tile[1] == 3 and not sched.stream
     src = cpp.kernel_source(k, 2)
     assert "#pragma GCC unroll 16" in src and "< 3; ++" in src and "tb0" not in src
+
+
+def test_empty_dims_of_a_transposed_copy_compile():
+    """An empty dim is no short tile: a tile 0 wide divided by zero in the schedule, and
+    linalg.svd / eigh / qr of (0, 0, 0) inputs fell back to ATen (strict: it raises)."""
+    for shape in ((2, 0, 0), (3, 0, 5), (3, 5, 0), (0, 4, 3)):
+        x = torch.randn(*shape)
+        check_against_eager(lambda t: (t.transpose(-1, -2) * 2).contiguous(), x,
+                            options={"strict": True}, grad=False, kernels=False)
+    check_against_eager(lambda t: torch.linalg.svd(t, full_matrices=True),
+                        torch.randn(0, 0, 0), options={"strict": True}, grad=False,
+                        kernels=False)
