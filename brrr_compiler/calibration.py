@@ -56,9 +56,9 @@ from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, 
                                                fork_overhead, l2_bandwidth, overheads, reduce_rate,
                                                scalar_transcendental_rate, stream_bandwidth,
                                                terms_rate)
-from brrr_compiler.machine import cache_sizes
 from brrr_compiler.cost.device import (CHAIN, MIB, DeviceSpec, generic_cpu, in_float64,
                                        save_device_spec)
+from brrr_compiler.machine import cache_sizes
 
 STABLE_SPREAD = 0.10   # a figure's last three tries within 10% of each other
 TRIES = 6

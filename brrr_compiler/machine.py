@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-MIB = 1 << 20
+GIB, MIB = 1 << 30, 1 << 20
 
 
 @functools.cache
@@ -22,7 +22,7 @@ def cache_sizes() -> tuple[int, int]:
             continue
         if kind == "Instruction":
             continue
-        mult = {"K": 1 << 10, "M": MIB, "G": 1 << 30}.get(text[-1], 1)
+        mult = {"K": 1 << 10, "M": MIB, "G": GIB}.get(text[-1], 1)
         try:
             sizes[level] = int(text.rstrip("KMG")) * mult
         except ValueError:

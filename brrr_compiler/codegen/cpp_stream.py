@@ -65,8 +65,7 @@ def chunked_loop(body: list[Stmt], buffers: set[str], var, start: str, end: str,
     out += _prefetches(body, ahead, var, cexpr, indent + "  ")
     out += rows.prefetches(body, cexpr, indent + "  ") if rows else []
     out += [f"{indent}  __typeof__({b}[0]) {name}[{CHUNK}];" for b, name in stage.items()]
-    copies, body = strided_copies(body, strided, var, CHUNK, cexpr, indent + "  ")
-    stores = [s for s in body if s.op == "store" and s.buffer in buffers]
+    copies, body = strided_copies(body, strided, var, CHUNK, cexpr, indent + "  ")  # loads only
     out += copies
     out += [f"{indent}  #pragma omp simd", f"{indent}  for (int64_t {var} = c0; {var} < c1; ++{var}) {{"]
     offset = sympy.Symbol(f"{var} - c0", integer=True)      # printed as is

@@ -21,11 +21,12 @@ from typing import Any, Sequence
 
 import torch
 
+from brrr_compiler.machine import MIB
+
 DEVICE_FILE = "device.json"
 # DeviceSpec.functions key: exp-class evaluations/s of a function whose argument is
 # another's result in the same element's work (latency-bound: see calibration_kernels)
 CHAIN = "transcendental_chain"
-GIB, MIB = 1 << 30, 1 << 20
 
 
 def in_float64(function: str) -> str:

@@ -112,9 +112,8 @@ def strided_libm_loads(k: Kernel) -> frozenset[str]:
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     if not rows.calls_libm(k.body, dtypes):
         return frozenset()
-    inner = k.loop_vars[-1]
-    return frozenset(s.buffer for s in rows.plain_loads(k.body, rows.FLOAT_TYPES | rows.HALF_TYPES)
-                     if linear_coeff(s.index, inner, k.all_vars()) not in (None, 0, 1))
+    return frozenset(s.buffer for s in rows.strided_loads(
+        k.body, k.loop_vars[-1], rows.FLOAT_TYPES | rows.HALF_TYPES))
 
 
 MAX_CONDITIONS = 3         # an unswitched loop is printed 2^n times (codegen/cpp_unswitch.py)

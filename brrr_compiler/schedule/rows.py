@@ -152,12 +152,12 @@ def half_stores(body: list[Stmt], inner) -> list[Stmt]:
             and linear_coeff(s.index, inner, (inner,)) == 1]
 
 
-def strided_loads(body: list[Stmt], inner) -> list[Stmt]:
-    """The float32/float64 loads of `body` that step along the loop variable `inner` by
-    other than 0 or 1 element (a transposed or step-sliced input), indexed as byte_loads'
+def strided_loads(body: list[Stmt], inner, dtypes: frozenset = FLOAT_TYPES) -> list[Stmt]:
+    """The loads of `dtypes` (float32/float64) in `body` that step along the loop variable
+    `inner` by other than 0 or 1 element (a transposed or step-sliced input), indexed as byte_loads'
     are: in a walk that calls libm such a load left gcc 12's loop scalar (a load at
     stride 16 beside exp, log1p and erf; codegen/cpp_staging.py)."""
-    return [s for s in plain_loads(body, FLOAT_TYPES)
+    return [s for s in plain_loads(body, dtypes)
             if linear_coeff(s.index, inner, (inner,)) not in (None, 0, 1)]
 
 
