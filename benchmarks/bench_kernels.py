@@ -91,8 +91,7 @@ def measure_case(case, backends: list[str], rounds: int) -> dict:
                                                      tolerance=case.tolerance)
         fns.update({TWIN: f for f in twin.values()})
         status[TWIN] = twin_status["brrr"]
-    if harness.FLOOR in fns and nbytes > machine_env.llc_bytes():   # in the caches the case leaves
-        fns[harness.FLOOR] = harness.Primed(fns[harness.FLOOR], case.fn)
+    harness.prime_floor(fns, case.fn)
     iters = harness.iters_for(case.fn, inputs, TARGET_ROUND_S)   # eager sets the pace
     rounds = max(2, rounds // 3) if case.heavy else rounds
     per_round = harness.interleaved(fns, inputs, rounds=rounds, iters=iters,

@@ -147,8 +147,7 @@ def measure(p, f, inputs, backends, rounds: int) -> dict:
     fns, status = harness.compile_backends(f, inputs, backends,
                                            tolerance=LOW_PRECISION_TOL if low else None,
                                            judge=_judge(p, inputs))
-    if harness.FLOOR in fns and nbytes > machine_env.llc_bytes():
-        fns[harness.FLOOR] = harness.Primed(fns[harness.FLOOR], f)
+    harness.prime_floor(fns, f)
     iters = harness.iters_for(f, inputs, TARGET_ROUND_S)
     per_round = harness.interleaved(fns, inputs, rounds=rounds, iters=iters,
                                     per_round=statistics.median)

@@ -12,9 +12,11 @@ meaning). A sample eager rejects after that is skipped, and the next one tried. 
 result is checked against eager (or, outside eager's tolerance, against a float64 run:
 no further from it than eager) before it is timed; an op for which brrr makes no kernel
 (a view, a library call, an op it does not lower) is counted, not timed. Timing is
-interleaved rounds of eager, Dynamo's floor (a backend that does no work) and brrr,
-median over rounds. A case is *slower than eager* when brrr's median is more than 10%
-above eager's while eager's is above the floor (bench_patterns_report.slower_than_eager).
+interleaved rounds of eager, Dynamo's floor (a backend that does no work, timed after
+the case's own work so that it pays the same cache misses) and brrr, median over rounds.
+A case is *slower than eager* when brrr's median less the floor is more than 10% above
+eager's, while eager's is above the floor (bench_patterns_report.slower_than_eager); the
+report also counts the cases whose whole time is (slower_wall_time).
 Each such case is a bug to fix or a case for the cost model to hand to ATen.
 Writes results/sweep.md and sweep.json.
 """
@@ -99,9 +101,8 @@ def time_case(fn, tensors, rounds: int) -> dict:
     floor = torch.compile(fn, backend=harness.dynamo_floor, dynamic=False)
     floor(*tensors)
     nbytes = bytes_moved(tensors, ref)
-    if nbytes > machine_env.llc_bytes():
-        floor = harness.Primed(floor, fn)
     fns = {"eager": fn, harness.FLOOR: floor, "brrr": brrr}
+    harness.prime_floor(fns, fn)
     iters = harness.iters_for(fn, tensors, bench_patterns.TARGET_ROUND_S)
     per_round = harness.interleaved(fns, tensors, rounds=rounds, iters=iters,
                                     per_round=statistics.median)

@@ -129,14 +129,25 @@ def dynamo_floor(gm, example_inputs):
 
 class Primed:
     """`fn`, timed by `time_fn` right after an untimed call of `prime`: the floor timed in
-    the cache state the case's own work leaves behind (a sweep larger than the LLC evicts
-    Dynamo's code and data, which every compiled call then reloads)."""
+    the cache state the case's own work leaves behind. Every compiled call reloads Dynamo's
+    code and data (guards, frame handling) from wherever the case's sweep left them, and
+    that costs far more than the hot floor as soon as the sweep outgrows the L2, not only
+    the LLC: Dynamo with eager's own ops as its graph ran `x + 1.5` of 1M floats (8 MB
+    moved, a quarter of the Intel VM's cached LLC share) in 192 us where eager took 147 and
+    the hot floor 8 (benchmarks/results/notes.md, "Dynamo's floor, cold")."""
 
     def __init__(self, fn: Callable, prime: Callable):
         self.fn, self.prime = fn, prime
 
     def __call__(self, *args):
         return self.fn(*args)
+
+
+def prime_floor(fns: dict, case_fn: Callable) -> None:
+    """Times the floor among `fns` (if there) after each untimed call of the case's eager
+    `case_fn`, at every size (Primed)."""
+    if FLOOR in fns:
+        fns[FLOOR] = Primed(fns[FLOOR], case_fn)
 
 
 def resolve_backend(name: str):

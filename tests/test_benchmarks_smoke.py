@@ -169,6 +169,25 @@ def test_floor_backend_returns_the_first_outputs_and_targets_name_cases_under_it
            "below it: small" in text
 
 
+def test_slower_than_eager_counts_brrrs_time_above_the_floor():
+    """A case is slower than eager when brrr's time less Dynamo's floor (what any compiled
+    call pays) exceeds 1.1x eager's; the wall-time count keeps the floor in."""
+    report = _bench_module("bench_patterns_report")
+    us = 1e-6
+
+    def row(eager, floor, brrr):
+        return {"times": {"eager": eager * us, "floor": floor * us, "brrr": brrr * us}}
+
+    cold_floor = row(147, 40, 185)      # x + 1.5 of 1M floats on the Intel VM
+    assert not report.slower_than_eager(cold_floor) and report.slower_wall_time(cold_floor)
+    own_work = row(100, 10, 125)        # brrr's own 115 us > 110
+    assert report.slower_than_eager(own_work) and report.slower_wall_time(own_work)
+    below_floor = row(5, 8, 30)         # eager beats any compiled call
+    assert not report.slower_than_eager(below_floor) and not report.slower_wall_time(below_floor)
+    no_floor = {"times": {"eager": 100 * us, "brrr": 111 * us}}
+    assert report.slower_than_eager(no_floor) and report.slower_wall_time(no_floor)
+
+
 def test_mask_targets_compare_each_masked_case_with_its_twin():
     report = _bench_module("kernels_report")
     ms, ok = 1e-3, {"brrr": "ok", report.TWIN: "ok"}
