@@ -84,3 +84,17 @@ def test_stores_beside_the_sum():
     remainder alike."""
     x = torch.randn(9, 1111, generator=torch.Generator().manual_seed(3))
     check_against_eager(lambda t: ((t * 3).sum(-1), t * 3 + 1), x, grad=False)
+
+
+@pytest.mark.parametrize("shape,dim", [((40000, 25), None), ((8, 300000), -1)])
+def test_a_product_walks_its_whole_segment_in_one_simd_loop(shape, dim):
+    """A product's lanes restart at 1 per chunk, and where it underflows each restart went
+    through the subnormals again (cpp_reduce.PROD_CHUNK): its segments run whole. Values
+    in (-1, 1) that underflow to 0, and a row that overflows to inf, against eager."""
+    from brrr_compiler.codegen.cpp_reduce import PROD_CHUNK
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(shape, generator=g) * 2 - 1
+    fn = (lambda t: t.prod()) if dim is None else (lambda t: t.prod(dim))
+    assert f"cb + {PROD_CHUNK}," in _source(fn, x)
+    check_against_eager(fn, x)
+    check_against_eager(fn, x * 3)
