@@ -116,6 +116,19 @@ def _gather_ok(n) -> bool:
 
 
 _pw([aten.gather.default], "gather", 2 * ADD, _gather_ok)      # the bounds check: IR "bounded"
+# index / _unsafe_index: x read at integer index tensors (broadcast together) along some
+# dims; bool and byte indices are masks whose result shape depends on their values: ATen
+def _index_ok(n) -> bool:
+    x, indices = n.args[0].meta.get("val"), n.args[1]
+    if x is None or x.dim() == 0 or not isinstance(indices, (list, tuple)):
+        return False
+    vals = [t.meta.get("val") if t is not None else None for t in indices]
+    given = [v for t, v in zip(indices, vals) if t is not None]
+    return (0 < len(given) and len(indices) <= x.dim() and n.meta.get("val") is not None
+            and all(v is not None and v.dtype in (torch.int64, torch.int32) for v in given))
+
+
+_pw([aten.index.Tensor, aten._unsafe_index.Tensor], "index", 2 * ADD, _index_ok)
 # embedding: rows of a 2-d table at loaded indices (its backward stays ATen's
 # embedding_dense_backward; padding_idx and scale_grad_by_freq only change that)
 _pw([aten.embedding.default], "embedding", 2 * ADD,

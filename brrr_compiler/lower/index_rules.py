@@ -40,22 +40,58 @@ def embedding(low, node, idx: tuple, body: Body) -> V:
                      idx[:k])
 
 
+def index(low, node, idx: tuple, body: Body) -> V:
+    """x[indices] (aten.index, _unsafe_index: fancy indexing, and what upsampling
+    decomposes to): each dim with an integer index tensor is an indirect load at that
+    tensor's value, broadcast with the others', wrapped when negative and checked against
+    the extent as eager does. The broadcast dims stand where the indexed dims stood when
+    those are adjacent, else first (numpy's rule)."""
+    x, indices = node.args[0], list(node.args[1])
+    shape = indexing.shape(x.meta["val"])
+    pos = [d for d, t in enumerate(indices) if t is not None]
+    nb = len(node.meta["val"].shape) - (len(shape) - len(pos))
+    first = pos[0] if pos == list(range(pos[0], pos[-1] + 1)) else 0
+    b_idx = idx[first:first + nb]
+    rest = iter(idx[:first] + idx[first + nb:])     # the dims not indexed, in order
+    at, raws = [], {}
+    for d in range(len(shape)):
+        t = indices[d] if d < len(indices) else None
+        at.append(next(rest) if t is None else None)
+        if t is not None:
+            raws[d] = low.value(t, indexing.broadcast(b_idx, indexing.shape(t.meta["val"])))
+    return _indirect_dims(low, node, x, raws, tuple(at), b_idx, wrap=True)
+
+
 def _indirect(low, node, x, dim: int, raw: V, at: tuple, where: tuple) -> V:
     """x read at `at` with dim `dim` replaced by the loaded index `raw`, which exists at
     `where` of node's domain; checked against x's extent there (eager raises for an index
     out of range)."""
+    return _indirect_dims(low, node, x, {dim: raw}, at, where)
+
+
+def _indirect_dims(low, node, x, raws: dict, at: tuple, where: tuple, wrap: bool = False) -> V:
+    """x read at `at` with each dim d of `raws` replaced by the loaded index raws[d]
+    (plus the extent where negative, when `wrap`), checked once per scope."""
     body, scope = low.target(node, where)
-    key = ("bounded", node, raw.name, scope)   # one check per row, however many phases read it
-    if key not in low.memo:
-        raw = body.cast(raw, torch.int64)
-        low.memo[key] = body.emit("bounded", torch.int64, (raw,),
-                                  index=indexing.shape(x.meta["val"])[dim])
-    safe = low.memo[key]
-    low.sym_level[safe.name] = low.level_at(node, where)
-    sym = sympy.Symbol(safe.name, integer=True)
-    if low.is_full(where):     # an index read inside a reduction loop: so is x at it
-        low.loop_syms.add(sym)
-    return low.value(x, tuple(sym if d == dim else i for d, i in enumerate(at)))
+    extents = indexing.shape(x.meta["val"])
+    at = list(at)
+    for dim, raw in raws.items():
+        # one check per row and index value, however many phases or nodes read it
+        key = ("bounded", raw.name, extents[dim], wrap, scope)
+        if key not in low.memo:
+            raw = body.cast(raw, torch.int64)
+            if wrap:
+                negative = body.emit("lt", torch.bool, (raw, body.const(0, torch.int64)))
+                shifted = body.emit("add", torch.int64, (raw, body.const(extents[dim], torch.int64)))
+                raw = body.emit("where", torch.int64, (negative, shifted, raw))
+            low.memo[key] = body.emit("bounded", torch.int64, (raw,), index=extents[dim])
+        safe = low.memo[key]
+        low.sym_level[safe.name] = low.level_at(node, where)
+        sym = sympy.Symbol(safe.name, integer=True)
+        if low.is_full(where):     # an index read inside a reduction loop: so is x at it
+            low.loop_syms.add(sym)
+        at[dim] = sym
+    return low.value(x, tuple(at))
 
 
 def cat(low, node, idx: tuple, body: Body) -> V:
@@ -128,7 +164,7 @@ def empty(low, node, idx: tuple, body: Body) -> V:
     return body.const(0, node.meta["val"].dtype)
 
 
-RULES = {"gather": gather, "embedding": embedding, "cat": cat, "arange": arange,
+RULES = {"gather": gather, "embedding": embedding, "index": index, "cat": cat, "arange": arange,
          "copy_into": copy_into, "empty": empty, "strided_slice_scatter": strided_slice_scatter}
 
 

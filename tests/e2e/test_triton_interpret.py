@@ -229,6 +229,19 @@ def test_out_of_bounds_gather_raises_like_eager(interpreter):
     torch._dynamo.reset()
 
 
+def test_bilinear_upsampling_and_negative_indices(interpreter):
+    """aten.index's indirect loads (lower/index_rules.py `index`) through Triton."""
+    torch._dynamo.reset()
+    backend = functools.partial(brrr_backend, options=TRITON)
+    up = torch.compile(lambda x: F.interpolate(x, size=(7, 5), mode="bilinear"), backend=backend)
+    x = torch.randn(2, 3, 4, 6)
+    torch.testing.assert_close(up(x), F.interpolate(x, size=(7, 5), mode="bilinear"))
+    pick = torch.compile(lambda x, i: x[:, i] * 2, backend=backend)
+    i = torch.tensor([-1, 0, 2])
+    torch.testing.assert_close(pick(x, i), x[:, i] * 2)
+    torch._dynamo.reset()
+
+
 def test_dynamic_shapes(interpreter):
     torch._dynamo.reset()
     sink: list = []
