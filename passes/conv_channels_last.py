@@ -20,7 +20,8 @@ backward sees (it reports the new strides to AOTAutograd, which hands them to th
 backward). So user-visible outputs keep eager's strides.
 
 Eligible: a non-transposed 4-d convolution of float32/bfloat16 CPU tensors with static
-shapes, when oneDNN is available. Anything else is left as it is.
+shapes, when oneDNN is available, whose arithmetic outweighs the copies of graph inputs
+(images, weights) it would need on every call (`_pays`). Anything else is left as it is.
 """
 import copy
 import logging
@@ -48,11 +49,11 @@ LAYOUT_FREE_OUTPUTS = "layout_free_outputs"   # the gm.meta key of the module no
 def conv_channels_last(gm: GraphModule) -> GraphModule:
     """Copy the layout arguments of eligible convolutions to channels-last (module note).
     The work happens on a copy of the graph, which replaces gm's only when it succeeds."""
-    if not any(n.target in _LAYOUT_ARGS and _eligible(n) for n in gm.graph.nodes) \
+    if not any(n.target in _LAYOUT_ARGS and _eligible(n) and _pays(n) for n in gm.graph.nodes) \
             or not torch.backends.mkldnn.is_available() or not _static(gm.graph):
         return gm
     graph = copy.deepcopy(gm.graph)      # nodes' meta dicts are copied, their values shared
-    convs = [n for n in graph.nodes if n.target in _LAYOUT_ARGS and _eligible(n)]
+    convs = [n for n in graph.nodes if n.target in _LAYOUT_ARGS and _eligible(n) and _pays(n)]
     try:
         _to_channels_last(graph, convs, set(gm.meta.get(LAYOUT_FREE_OUTPUTS, ())))
     except Exception as err:    # an op FakeTensors cannot re-run: no layout change at all
@@ -93,6 +94,31 @@ def _eligible(node: Node) -> bool:
     transposed = node.args[6] if node.target is aten.convolution.default else node.args[7]
     return not transposed and all(v.dim() == 4 and v.device.type == "cpu"
                                   and v.dtype in _DTYPES for v in vals)
+
+
+# FLOPs a convolution must do per byte of graph inputs copied to channels-last for the
+# copies to pay: NHWC saves oneDNN up to half its time (~100 GFLOP/s on 2 cores), a copy
+# reads and writes its bytes (~20 GB/s), so the break-even is ~20 FLOP/B; 8 leaves the
+# model suite's convolutions (ResNet's last 3x3 at batch 1: 24) as they were and catches
+# what copying cannot repay: bench_sweep's conv2d of a (41668, 2, 3, 4) weight over a
+# (1, 2, 4, 3) image, 1 FLOP/B, ran 0.3x eager with its 4 MB weight copied every call.
+MIN_FLOPS_PER_COPIED_BYTE = 8
+
+
+def _pays(node: Node) -> bool:
+    """The convolution's multiply-adds are at least MIN_FLOPS_PER_COPIED_BYTE times the
+    bytes of the graph inputs (a weight, an image) it would copy to channels-last on
+    every call; values made inside the graph are counted free (a convolution before made
+    them NHWC, or their producer's kernel writes them so)."""
+    forward = node.target is aten.convolution.default
+    weight = node.args[1 if forward else 2].meta["val"]
+    out = node.meta["val"] if forward else node.args[0].meta["val"]   # backward: grad_output
+    passes = 1 if forward else 2                                      # backward: two GEMMs
+    flops = 2 * passes * out.numel() * weight[0].numel()
+    copied = sum(a.meta["val"].numel() * a.meta["val"].element_size()
+                 for a in (node.args[p] for p in _LAYOUT_ARGS[node.target])
+                 if a.op == "placeholder" and not _is_channels_last(a.meta["val"]))
+    return flops >= MIN_FLOPS_PER_COPIED_BYTE * copied
 
 
 def _is_channels_last(val: torch.Tensor) -> bool:

@@ -177,3 +177,15 @@ def test_only_values_downstream_of_a_layout_change_are_recomputed():
     assert {"mul", "view", "add"} <= set(kept), kept
     assert vals["relu"] is not before["relu"] and vals["relu"].is_contiguous(memory_format=CL)
     _check(gm, fn, *args)
+
+
+def test_a_convolution_whose_copies_outweigh_its_arithmetic_stays_as_it_is():
+    """bench_sweep's conv2d: a (41668, 2, 3, 4) weight over a (1, 2, 4, 3) image does
+    1 FLOP per byte its copies would move on every call (MIN_FLOPS_PER_COPIED_BYTE)."""
+    def fn(x, w):
+        return F.conv2d(x, w, None, 2, 1, 1)
+
+    args = (torch.randn(1, 2, 4, 3), torch.randn(4000, 2, 3, 4))
+    gm = _pass(fn, *args)
+    assert _layout_copies(gm) == []
+    _check(gm, fn, *args)
