@@ -58,9 +58,12 @@ def render(rows: list[dict], facts: dict) -> str:
     failed = [f"- {r['case']} {r['dtype']} (sample {r['sample']}): {r['status']}"
               for r in rows if r["status"] not in ("ok", "no kernel") and not _died(r)]
     died = [f"- {r['case']} {r['dtype']}" for r in rows if _died(r)]
+    drift = [f"- {r['case']} {r['dtype']} (sample {r['sample']})" for r in timed if r.get("drift")]
     notes = [f"## Slower than eager ({len(slow)}; brrr's time above Dynamo's floor > "
              f"{SLOWER:.2f}x eager's)", "\n".join(map(_slow_line, slow)) or "None.",
-             "## brrr failed or disagreed with eager", "\n".join(failed) or "None."]
+             "## brrr failed or disagreed with eager", "\n".join(failed) or "None.",
+             "## Drift: differs from eager, matches it rounding as eager does (timed)",
+             "\n".join(drift) or "None."]
     if died:
         notes += ["## Not measured: the process died in these cases (out of memory?)",
                   "\n".join(died)]
