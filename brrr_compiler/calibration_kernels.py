@@ -117,9 +117,12 @@ def overheads(cache_dir: str, clock=time.perf_counter, segments: bool = True
     nine run as one segment, or with `segments` off each called from Python (as the
     runner calls a kernel alone between library calls)."""
     x = torch.ones(1)
-    t1, t9 = (_per_call(_compiled(ADD, k, fusion="none", cache_dir=cache_dir,
-                                  segments=segments), (x,), calls=200, clock=clock)
-              for k in (1, 9))
+    graphs = [_compiled(ADD, k, fusion="none", cache_dir=cache_dir, segments=segments)
+              for k in (1, 9)]
+    for _ in range(3):     # a burst of other work during the one-kernel graph's batches
+        t1, t9 = (_per_call(g, (x,), calls=200, clock=clock) for g in graphs)
+        if t9 > t1:        # made nine kernels look free (CI, under load): measured again
+            break
     per_kernel = max((t9 - t1) / 8, 0.0)
     return per_kernel, max(t1 - per_kernel, 0.0)
 
