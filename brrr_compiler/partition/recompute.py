@@ -43,9 +43,9 @@ def _try_recompute(walk, p, a: set, readers: list) -> None:
             return
         sub.add(n)
         todo += [x for x in n.all_input_nodes if x in a]
-    if sub == a and len(readers) == 1 and not a & walk.graph_outputs and \
-            all(u in a or u in readers[0] for n in a for u in n.users):
-        return                                   # the merge the walk already decided
+    if sub == a and len(readers) == 1 and not a & walk.graph_outputs and p not in walk.rereads \
+            and all(u in a or u in readers[0] for n in a for u in n.users):
+        return       # the merge the walk already decided (not one it left to these offers)
     for r in readers:
         nargs = len(legality.external_inputs(sub | r)) + len(legality.stored_nodes(r, walk.graph_outputs))
         if nargs > walk.max_args:

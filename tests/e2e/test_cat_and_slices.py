@@ -127,3 +127,17 @@ def test_cats_of_slices_of_cats_stop_growing_a_kernel():
     g = torch.Generator().manual_seed(0)
     x, p, a = (torch.randn(3, 3, 3, generator=g) for _ in range(3))
     check_against_eager(lambda x, p, a: torch.diff(x, 7, 2, p, a), x.requires_grad_(), p, a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_circular_pad_chained_cats_are_one_kernel(dtype):
+    """Circular padding's three cats read each other through overlapping slices; the
+    recompute offers take what revisit left them (partition/recompute.py): one kernel,
+    NaN and inf carried."""
+    import torch.nn.functional as F
+    x = torch.randn(6, 3, 5, dtype=dtype)
+    x[0, 0, 0], x[1, 2, 4] = float("nan"), float("inf")
+    graphs = check_against_eager(lambda x: F.pad(x, (1, 2), mode="circular") * 2,
+                                 x.requires_grad_())
+    forward = [g for g in graphs if not g.name.endswith("backward")]
+    assert len(forward[0].kernels) == 1, forward[0]
