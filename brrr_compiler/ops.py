@@ -122,8 +122,7 @@ def _index_ok(n) -> bool:
     x, indices = n.args[0].meta.get("val"), n.args[1]
     if x is None or x.dim() == 0 or not isinstance(indices, (list, tuple)):
         return False
-    vals = [t.meta.get("val") if t is not None else None for t in indices]
-    given = [v for t, v in zip(indices, vals) if t is not None]
+    given = [t.meta.get("val") for t in indices if t is not None]
     return (0 < len(given) and len(indices) <= x.dim() and n.meta.get("val") is not None
             and all(v is not None and v.dtype in (torch.int64, torch.int32) for v in given))
 

@@ -16,38 +16,36 @@ import operator
 
 import torch
 from torch.fx import GraphModule
+from torch.fx.operator_schemas import normalize_function
 
 from ._fake import fake_call
 
 aten = torch.ops.aten
 
-# op -> (position of the flag asking for the factors, its default, the factor outputs)
+# op -> (the argument asking for the factors, the outputs that are factors)
 _FACTORS = {
-    aten._linalg_svd.default: (2, True, (0, 2)),     # (A, full_matrices, compute_uv)
-    aten._linalg_eigh.default: (2, True, (1,)),      # (A, UPLO, compute_v)
+    aten._linalg_svd.default: ("compute_uv", (0, 2)),     # U, S, Vh
+    aten._linalg_eigh.default: ("compute_v", (1,)),       # eigenvalues, eigenvectors
 }
-_FLAG_NAMES = {aten._linalg_svd.default: "compute_uv", aten._linalg_eigh.default: "compute_v"}
 
 
 def unused_factors(gm: GraphModule) -> GraphModule:
     """Clear the factor flag of each factorization whose factors nothing reads."""
     for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target not in _FACTORS or not _asks(node):
+        if node.op != "call_function" or node.target not in _FACTORS:
             continue
-        pos, _, factors = _FACTORS[node.target]
+        flag, factors = _FACTORS[node.target]
+        kwargs = normalize_function(node.target, node.args, node.kwargs,
+                                    normalize_to_only_use_kwargs=True).kwargs
         readers = [u for u in node.users if u.target is not operator.getitem or u.users]
-        if any(u.target is not operator.getitem for u in readers) or \
-                any(u.args[1] in factors for u in readers):
+        if not kwargs[flag] or any(u.target is not operator.getitem or u.args[1] in factors
+                                   for u in readers):
             continue
-        args = list(node.args) + [None] * (pos + 1 - len(node.args))
-        if node.target is aten._linalg_eigh.default and args[1] is None:
-            args[1] = "L"
-        if node.target is aten._linalg_svd.default and args[1] is None:
-            args[1] = False
-        args[pos] = False
-        kwargs = {k: v for k, v in node.kwargs.items() if k != _FLAG_NAMES[node.target]}
+        kwargs[flag] = False
+        schema = node.target._schema.arguments             # called as the schema orders them
+        args = tuple(kwargs.pop(a.name) for a in schema if not a.kwarg_only)
         with gm.graph.inserting_before(node):
-            new = fake_call(gm, node.target, tuple(args), kwargs)
+            new = fake_call(gm, node.target, args, kwargs)
         for u in list(node.users):
             if u.users:
                 u.meta["val"] = new.meta["val"][u.args[1]]
@@ -56,11 +54,3 @@ def unused_factors(gm: GraphModule) -> GraphModule:
         node.replace_all_uses_with(new)
         gm.graph.erase_node(node)
     return gm
-
-
-def _asks(node) -> bool:
-    """The call asks for its factors (its flag, given or by default, is set)."""
-    pos, default, _ = _FACTORS[node.target]
-    if len(node.args) > pos:
-        return bool(node.args[pos])
-    return bool(node.kwargs.get(_FLAG_NAMES[node.target], default))
