@@ -408,6 +408,28 @@ template <int L, typename T> static inline T brrr_fold_lanes(T* c) {
   }
   return c[0];
 }
+// The same trees for maxes and mins (their NaN flags fold apart, as ints: or)
+template <int L, typename T> static inline T brrr_fold_max_lanes(T* c) {
+#pragma GCC unroll 8
+  for (int h = L / 2; h > 0; h /= 2) {
+    for (int i = 0; i < h; ++i) c[i] = c[i + h] > c[i] ? c[i + h] : c[i];
+  }
+  return c[0];
+}
+template <int L, typename T> static inline T brrr_fold_min_lanes(T* c) {
+#pragma GCC unroll 8
+  for (int h = L / 2; h > 0; h /= 2) {
+    for (int i = 0; i < h; ++i) c[i] = c[i + h] < c[i] ? c[i + h] : c[i];
+  }
+  return c[0];
+}
+template <int L> static inline int brrr_fold_or_lanes(int* c) {
+#pragma GCC unroll 8
+  for (int h = L / 2; h > 0; h /= 2) {
+    for (int i = 0; i < h; ++i) c[i] |= c[i + h];
+  }
+  return c[0];
+}
 // fmax/fmin: the other side of a NaN (NaN only where both are), flat selects as above
 // prims.fma: one rounding (vfmadd where the target has FMA, libm's fma otherwise)
 static inline float brrr_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }

@@ -94,7 +94,7 @@ class ReductionPrinter:
         """`lanes`: arg folds update their lane's pair (cpp_arg_lanes.py). `shared`: values
         the split row's threads read from outside their parallel region (a bool among them
         is held as cpp_types.held_ctype says). `acc_sub`: what indexes a sum's partial (a
-        lane of cpp_sum_lanes.py's block)."""
+        lane of cpp_sum_lanes.py's block), and a max's NaN flag."""
         out = []
         for s in stmts:
             if s.op != "reduce":
@@ -108,7 +108,7 @@ class ReductionPrinter:
             else:
                 out.append(indent + update(s.value, f"c_{s.out}{acc_sub}", s.args[0]))
                 if s.value in ("max", "min"):
-                    out.append(f"{indent}cn_{s.out} |= ({s.args[0]} != {s.args[0]});")
+                    out.append(f"{indent}cn_{s.out}{acc_sub} |= ({s.args[0]} != {s.args[0]});")
         return out
 
     def _line(self, s: Stmt) -> str:

@@ -1,11 +1,12 @@
-"""A chunk of a reduction walk whose sums add in a block of lanes (schedule/sum_lanes.py
-names the walks and has the note on why).
+"""A chunk of a reduction walk whose sums (maxes, mins) fold in a block of lanes
+(schedule/sum_lanes.py names the walks and has the note on why).
 
-Each sum keeps `c_<r>[L]`, L partials (four AVX-512 vectors of floats). The chunk runs as
+Each fold keeps `c_<r>[L]`, L partials (four AVX-512 vectors of floats), and a max or
+min its NaN flags `cn_<r>[L]` beside them. The chunk runs as
 blocks of L consecutive elements, element `lane` of a block added to partial `lane` in a
 plain `omp simd` loop that gcc unrolls into independent vector adds, then a remainder
 loop of fewer than L elements into the first partials, then one tree fold
-(brrr_fold_lanes, cpp_prelude.h) into the chunk's total, which goes on into the row total
+(brrr_fold_lanes and its max, min and or twins, cpp_prelude.h) into the chunk's total, which goes on into the row total
 as before (cpp_accumulators.py). Chunks hold PER_LANE (or PER_LANE_SIGNED) elements per
 lane: float lanes of a sum that may cancel add as many values each as the one-vector
 walk's 16 lanes of a SUM_CHUNK did, so the error stays where it was.
@@ -13,6 +14,8 @@ walk's 16 lanes of a SUM_CHUNK did, so the error stays where it was.
 from __future__ import annotations
 
 from brrr_compiler.codegen.cpp_accumulators import init_value
+
+FOLD = {"sum": "brrr_fold_lanes", "max": "brrr_fold_max_lanes", "min": "brrr_fold_min_lanes"}
 
 PER_LANE = 16           # values per float lane of a sum that may cancel (SUM_CHUNK / 16)
 PER_LANE_SIGNED = 64    # of a sum of one sign, or in double lanes (CHUNK / 16)
@@ -31,11 +34,14 @@ def lanes_walk(printer, body, reds, indent: str, inner: str, lo: str, hi: str,
     lines = []
     for r in reds:
         ct = printer.acc.total_ctype(r, lanes=True) or printer.ctype[r.dtype]
-        lines += [f"{indent}{ct} c_{r.out}[{lanes}];",
-                  f"{indent}#pragma omp simd",
+        flag = r.value in ("max", "min")
+        lines += [f"{indent}{ct} c_{r.out}[{lanes}];"]
+        lines += [f"{indent}int cn_{r.out}[{lanes}];"] if flag else []
+        lines += [f"{indent}#pragma omp simd",
                   f"{indent}for (int64_t lane = 0; lane < {lanes}; ++lane) {{",
-                  f"{indent}  c_{r.out}[lane] = {init_value('sum', ct, r.dtype)};",
-                  f"{indent}}}"]
+                  f"{indent}  c_{r.out}[lane] = {init_value(r.value, ct, r.dtype)};"]
+        lines += [f"{indent}  cn_{r.out}[lane] = 0;"] if flag else []
+        lines += [f"{indent}}}"]
     body = printer.body_lines(body, indent + "    ", True, acc_sub="[lane]")
     lines += [f"{indent}int64_t lb = {lo};",
               f"{indent}for (; lb + {lanes} <= {hi}; lb += {lanes}) {{",
@@ -47,5 +53,7 @@ def lanes_walk(printer, body, reds, indent: str, inner: str, lo: str, hi: str,
               f"{indent}for (int64_t lane = 0; lane < {hi} - lb; ++lane) {{",
               f"{indent}  const int64_t {inner} = lb + lane;"]
     lines += [ln[2:] for ln in body] + [f"{indent}}}"]
-    lines += [f"{indent}brrr_fold_lanes<{lanes}>(c_{r.out});" for r in reds]
+    lines += [f"{indent}{FOLD[r.value]}<{lanes}>(c_{r.out});" for r in reds]
+    lines += [f"{indent}brrr_fold_or_lanes<{lanes}>(cn_{r.out});" for r in reds
+              if r.value in ("max", "min")]
     return lines

@@ -1,4 +1,5 @@
-"""Which row-kernel walks add their sums in a block of lanes (codegen/cpp_sum_lanes.py).
+"""Which row-kernel walks fold their sums, maxes and mins in a block of lanes
+(codegen/cpp_sum_lanes.py).
 
 An `omp simd reduction(+:c)` loop keeps one vector of partials: each vector add waits
 for the one before it (3-4 cycles on the cores we run on, two loads a cycle), and after
@@ -7,7 +8,7 @@ sum). A sum over a row in cache is then bound by that chain, not by loads. A wal
 here keeps LANES_BYTES of partials per sum instead (four AVX-512 vectors of floats, eight
 AVX2 ones): independent chains the core overlaps, folded as a tree once per chunk.
 
-Phases taken: a row's loop phase whose folds are all floating-point sums, over an
+Phases taken: a row's loop phase whose folds are all floating-point FOLDS, over an
 innermost reduced dim of static extent at least MIN_ROW (shorter rows leave most of a
 block to the remainder loop and pay the tree fold for little), not staged (its masks
 are already copied into lanes of their own), not a phase of the one-walk max and sum of
@@ -19,6 +20,11 @@ in the remainder loop, a 64-lane fold per row); at 400 they were even, at 512 an
 ahead: x.sum() over 2M floats 102-111 -> 88-89 us, var_mean over (2048, 1024) 211 -> 168-178,
 layer_norm over (2048, 768) 238-256 -> 203-230 (benchmarks/results/notes.md, "Sums in
 blocks of lanes").
+
+A float max or min is the same chain (vmaxps waits on the vector before it, 4 cycles),
+and its NaN flag rides along as an int lane each: amax over 500K floats in cache, one
+thread, 62 -> 33 us ("Maxes in blocks of lanes"). A walk whose folds are all of these
+kinds takes the block; products keep their one whole-segment vector (cpp_reduce.PROD_CHUNK).
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from brrr_compiler.transforms.loops import inner_varying
 
 LANES_BYTES = 256
 MIN_ROW = 512
+FOLDS = ("sum", "max", "min")      # the folds a block of lanes takes
 
 
 def sum_lane_phases(k: Kernel, staged: tuple, online: int | None,
@@ -46,7 +53,7 @@ def sum_lane_phases(k: Kernel, staged: tuple, online: int | None,
     for i, p in enumerate(k.phases):
         reds = [s for s in p.body if s.op == "reduce"]
         if i in skip or not p.loop or p.once or not reds or any(
-                r.value != "sum" or not r.dtype.is_floating_point for r in reds):
+                r.value not in FOLDS or not r.dtype.is_floating_point for r in reds):
             continue
         if any(s.op == "column_reduce" or (s.op == "store" and s.buffer in stream)
                for s in p.body) or _invariant_summand(p.body, inner):

@@ -39,13 +39,38 @@ def test_double_sums_keep_thirty_two_lanes():
 
 
 @pytest.mark.parametrize("fn,n", [(lambda x: x.sum(-1), MIN_ROW - 1),
-                                  (lambda x: x.amax(-1), 2048),
+                                  (lambda x: x.prod(-1), 2048),
                                   (lambda x: x.softmax(-1), 2048)],
-                         ids=["short", "max", "softmax"])
+                         ids=["short", "prod", "softmax"])
 def test_walks_not_taken(fn, n):
-    """Short rows, maxes and the one-walk max and sum of exps keep their simd reductions."""
+    """Short rows, products and the one-walk max and sum of exps keep their simd
+    reductions."""
     src = _source(fn, torch.randn(16, n))
     assert "brrr_fold_lanes" not in src and "reduction(" in src, src
+
+
+def test_a_long_row_max_folds_its_lanes_and_nan_flags_as_trees():
+    src = _source(lambda x: x.amax(-1), torch.randn(16, 2048))
+    (FileCheck().check("float c_v1[64];").check("int cn_v1[64];")
+     .check("c_v1[lane] = v0 > c_v1[lane] ? v0 : c_v1[lane];")
+     .check("cn_v1[lane] |= (v0 != v0);")
+     .check("brrr_fold_max_lanes<64>(c_v1);").check("brrr_fold_or_lanes<64>(cn_v1);")
+     .check("nan_v1 |= cn_v1[0];").run(src))
+
+
+@pytest.mark.parametrize("n", [512, 513, 1000, 4099, 3 * 65536 + 77])
+def test_maxes_and_mins_match_eager_with_nan_inf_and_signed_zeros(n):
+    """Odd lengths, a row split across threads (the last), NaN in a block and in the
+    remainder, rows of -inf and of signed zeros, and a max and a sum in one walk."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(5, n, generator=g)
+    x[1, n // 3], x[2, n - 1] = float("nan"), float("nan")
+    x[3] = -float("inf")
+    x[4] = torch.where(torch.rand(n, generator=g) < 0.5, -0.0, 0.0)
+    check_against_eager(lambda t: (t.amax(-1), t.amin(-1)), x, grad=False)
+    check_against_eager(lambda t: (t.amax(-1) + t.sum(-1)), x[:1], grad=False)
+    check_against_eager(lambda t: t.max(), x[:3].reshape(-1), grad=False)
+    check_against_eager(lambda t: t.amin(-1), x.to(torch.bfloat16), grad=False)
 
 
 @pytest.mark.parametrize("n", [512, 513, 575, 1000, 1023, 1025, 4099])
