@@ -32,6 +32,7 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_types import STORAGE
+from brrr_compiler.kernel_ir import ARG_FOLDS
 
 LANE = sympy.Symbol("lane", integer=True)
 PARTIALS = 4        # independent partials of an unrolled double sum (_unrolled)
@@ -165,5 +166,16 @@ def _unrolled(printer, phase, indent: str) -> list[str]:
                   for s in body if s.out in split]
     for r in sorted(split):
         lines += _tree(f"c_{r}", [f"c_{r}_p{j}" for j in range(1, k_parts)], indent)
-    lines += [ln for r in reds for ln in acc.combine(r, indent, "c_", "cn_", "ci_")]
+    lines += [ln for r in reds for ln in _into_total(acc, r, indent)]
     return lines + [indent + acc.finish(r) for r in reds]
+
+
+def _into_total(acc, r, indent: str) -> list[str]:
+    """The row's one partial into its total. An arg fold's total holds its initial pair
+    still, which the partial's replaces as the combine would (a NaN, a larger value, or
+    the initial pair itself): copied, not compared. gcc carried the compare's NaN test of
+    the initial value as a select of bools it could not vectorize, and the lanes of a max
+    with indices over (40000, 5, 5) ran scalar."""
+    if r.value in ARG_FOLDS:
+        return [f"{indent}acc_{r.out} = c_{r.out};", f"{indent}ai_{r.out} = ci_{r.out};"]
+    return acc.combine(r, indent, "c_", "cn_", "ci_")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from brrr_compiler.kernel_ir import Kernel, Phase
+from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Phase
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.rows import (BYTE_TYPES, FLOAT_TYPES, HALF_TYPES, ROW_LANES, lane_rows,
                                          plain_loads)
@@ -46,9 +46,10 @@ def _merges(k: Kernel, index) -> bool:
 
 
 def columns(k: Kernel, num_threads: int) -> CppSchedule:
-    if lane_columns(k):
+    lanes = lane_columns(k)
+    if lanes or _narrow_columns(k):
         red = product(static_sizes(k.reduction_ranges))
-        return CppSchedule("rows", num_threads, row_lanes=ROW_LANES, column_lanes=True,
+        return CppSchedule("rows", num_threads, row_lanes=ROW_LANES, column_lanes=lanes,
                            forks=forks(product(static_sizes(k.ranges)), red, PARALLEL_MIN_NUMEL))
     tile = _column_tile(k, num_threads)
     block = _column_rows(k, tile, num_threads)
@@ -118,6 +119,25 @@ def lane_columns(k: Kernel) -> bool:
         if s.op == "load" and ci and linear_coeff(s.index, red, allv):
             row_bytes += size.get(s.buffer, 8)
     return row_bytes * last * int(k.reduction_ranges[0]) <= LANE_COLUMNS_BYTES
+
+
+def _narrow_columns(k: Kernel) -> bool:
+    """Whether a reduction over an outer dim whose kept inner dim is narrower than a
+    vector runs its columns as rows in vector lanes (codegen/cpp_row_lanes.py, row_lanes):
+    each column's few strided values copied into [element][lane] arrays, then ROW_LANES
+    columns folded at a time. The columns schedule's tile there is one narrow row of a
+    few columns per outer index, its loops a few elements each. That pays for the copies
+    where the kernel folds with indices (its update branched on every element: a max with
+    indices over the middle dim of (80000, 5, 5) bfloat16 4.0 -> 1.05 ms, eager 3.5,
+    Inductor 1.1) or walks the tile more than once (softmax over the middle dim of
+    (40000, 8, 5) 1.98 -> 0.99 ms, var of (40000, 9, 6) 0.96 -> 0.85); one walk of plain
+    folds does not (amax, sum, mean 1.45-2.6x slower in lanes; benchmarks/results/
+    notes.md, "Narrow columns in lanes")."""
+    sizes = static_sizes(k.ranges)
+    if sizes is None or sizes[-1] >= ROW_LANES or not lane_rows(k):
+        return False
+    return any(s.op == "reduce" and s.value in ARG_FOLDS for s in k.body) or \
+        sum(1 for p in k.phases if p.loop) > 1
 
 
 def _lane_width_pays(k: Kernel, last: int) -> bool:

@@ -73,7 +73,7 @@ ROW_LANES = 16          # rows per block of the row-lanes schedule: one AVX-512 
 # in vector lanes where lane_rows allows, else in one constant loop without `omp simd`
 # (codegen/cpp_reduce.py, ReductionPrinter._short_row)
 SHORT_ROW = 16
-_LANE_FOLDS = ("sum", "prod", "max", "min", "any", "all")
+_LANE_FOLDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
 
 
 def lane_rows(k: Kernel, longest: int = SHORT_ROW) -> bool:

@@ -113,3 +113,39 @@ def test_size_one_and_zero_outer_dims():
     check_against_eager(lambda x: x.sum(1), torch.randn(0, 9, 31), grad=False, strict=True)
     check_against_eager(lambda x: x.amax(2), _x(4, 1, 9, 31), grad=False, strict=True)
     check_against_eager(lambda x: x.sum(1, keepdim=True) * x, _x(5, 9, 1, 17), grad=False, strict=True)
+
+
+def _row_lanes(fn, *shape):
+    sched = _schedule(fn, torch.randn(*shape))
+    return sched.kind == "rows" and sched.row_lanes and not sched.column_lanes
+
+
+def test_narrow_columns_run_as_rows_in_lanes_where_they_fold_with_indices_or_walk_twice():
+    """Narrower than a vector (schedule/columns._narrow_columns): the columns schedule's
+    tiles of a few columns keep one walk of plain folds."""
+    assert _row_lanes(lambda x: torch.max(x, 1), 400, 5, 5)
+    assert _row_lanes(lambda x: x.argmin(1), 400, 3, 12)
+    assert _row_lanes(lambda x: x.softmax(1), 400, 8, 5)
+    assert _row_lanes(lambda x: x.var(1), 400, 9, 6)
+    assert not _row_lanes(lambda x: x.amax(1), 400, 5, 5)
+    assert not _row_lanes(lambda x: x.sum(1), 400, 5, 5)
+    assert not _row_lanes(lambda x: torch.max(x, 1), 400, 17, 5)     # a column past SHORT_ROW
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+@pytest.mark.parametrize("shape", [(37, 5, 5), (50, 3, 12), (17, 16, 1), (1, 2, 15)])
+def test_narrow_columns_with_indices_match_eager(dtype, shape):
+    """Ties, a NaN in a column's middle and at its end, values and indices, keepdim."""
+    g = torch.Generator().manual_seed(sum(shape))
+    x = torch.randint(0, 3, shape, generator=g).to(dtype)
+    if dtype.is_floating_point:
+        x[0, shape[1] // 2, 0] = x[0, shape[1] - 1, shape[2] - 1] = float("nan")
+    check_against_eager(lambda t: (torch.max(t, 1), t.argmin(1, keepdim=True)), x,
+                        grad=False, strict=True)
+
+
+def test_narrow_columns_walked_twice_match_eager_with_gradients():
+    x = _x(41, 8, 5)
+    check_against_eager(lambda t: (t.softmax(1), t.var(1)), x, grad=False, strict=True)
+    y = torch.randn(23, 9, 6, requires_grad=True)
+    check_against_eager(lambda t: (t.log_softmax(1) * t).sum(), y)

@@ -34,10 +34,24 @@ def test_short_rows_in_lanes_match_eager(fn, rows, n):
 def test_the_schedule_takes_lanes_for_short_rows_only():
     assert _schedule(lambda x: x.logsumexp(1), torch.randn(200, 5)).row_lanes == 16
     assert _schedule(lambda x: x.logsumexp(1), torch.randn(200, 17)).row_lanes == 0
-    assert _schedule(lambda x: x.argmax(1), torch.randn(200, 5)).row_lanes == 0
+    assert _schedule(lambda x: x.argmax(1), torch.randn(200, 5)).row_lanes == 16
     assert _schedule(lambda x: x.logsumexp(1), torch.randn(8, 5)).row_lanes == 0
     sched = _schedule(lambda x: x.softmax(-1), torch.randn(300, 8))   # exps kept in the output
     assert sched.row_lanes == 16 and sched.online is None, sched
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8])
+@pytest.mark.parametrize("n", [2, 5, 12, 16])
+def test_folds_with_indices_in_lanes_keep_the_first_extreme_and_the_first_nan(dtype, n):
+    """Ties (few distinct values), NaN anywhere in a row (the first NaN's index wins),
+    and rows of -inf, as eager's max / argmin report them; copied into the row's total
+    rather than compared with its initial pair (cpp_row_lanes._into_total)."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randint(0, 4, (103, n), generator=g).to(dtype)
+    if dtype.is_floating_point:
+        x[5, n // 2] = x[5, n - 1] = x[9, 0] = float("nan")
+        x[11] = -float("inf")
+    check_against_eager(lambda t: (torch.max(t, 1), t.argmin(1)), x, grad=False, strict=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
