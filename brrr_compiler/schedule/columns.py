@@ -88,6 +88,17 @@ def column_staged(k: Kernel) -> frozenset[str]:
 LANE_COLUMNS_BYTES = 32 * 1024
 LANE_COLUMN_ROWS = 64       # = cpp_columns.BLOCK_ROWS: a float sum adds them in order either way
 _SELECTING = frozenset({"max", "min", "any", "all"})
+# ... and at any row size where the columns are many and few: a block of 16 columns then
+# reads a line from each of at most WIDE_LANE_ROWS rows, streams the prefetcher follows,
+# and the overlapping last block repeats a few columns of hundreds. The columns schedule
+# made a pass over its tile arrays per row, in double for short columns: x.sum(0) of
+# (4, 800000) 479 -> 347 us in lanes (eager 415), (2, 2M) 771 -> 491, amax(0) of
+# (16, 200000) 362 -> 298, sum(1) of (256, 12, 4096) 1606 -> 1104, (32, 65536) 234 ->
+# 198; over 64 rows lanes were slower (413 -> 469), at 300 columns too (14 -> 18 us),
+# and float16 (its loads convert 8 lanes at a time in integer code: 47 -> 73 us over
+# (20, 20000); notes.md, "Wide short columns in lanes").
+WIDE_LANE_COLUMNS = 1024
+WIDE_LANE_ROWS = 32
 
 
 def lane_columns(k: Kernel) -> bool:
@@ -96,8 +107,9 @@ def lane_columns(k: Kernel) -> bool:
     LANE_COLUMN_ROWS), one walk over the rows (a second walk waits on the first's result,
     a variance's mean: 0.8x the columns schedule), no value of the row that each lane
     would compute again (a constant, such as a mean's count cast to float, is none),
-    a kept inner dim of a width where the lanes pay (`_lane_width_pays`), every load and
-    store contiguous along the kept inner dim or not stepping with it, and rows of at
+    a kept inner dim of a width where the lanes pay (`_lane_width_pays`, or wide columns
+    few rows long), every load and store contiguous along the kept inner dim or not
+    stepping with it, and (but for those wide ones) rows of at
     most LANE_COLUMNS_BYTES."""
     if not lane_rows(k, LANE_COLUMN_ROWS) or sum(1 for p in k.phases if p.loop) != 1:
         return False
@@ -106,7 +118,9 @@ def lane_columns(k: Kernel) -> bool:
     if any(s.out in variable and s.out not in varying
            for s in k.body if s.op not in ("load", "const", "reduce", "store")):
         return False    # a value of the row each lane would compute again (the columns hoist it)
-    if not _lane_width_pays(k, last):
+    wide = last >= WIDE_LANE_COLUMNS and int(k.reduction_ranges[0]) <= WIDE_LANE_ROWS and \
+        not any(s.op == "load" and s.dtype is torch.float16 for s in k.body)
+    if not (wide or _lane_width_pays(k, last)):
         return False
     red, size = k.reduction_vars[0], {b.name: b.dtype.itemsize for b in k.inputs}
     row_bytes = 0
@@ -118,7 +132,7 @@ def lane_columns(k: Kernel) -> bool:
             return False
         if s.op == "load" and ci and linear_coeff(s.index, red, allv):
             row_bytes += size.get(s.buffer, 8)
-    return row_bytes * last * int(k.reduction_ranges[0]) <= LANE_COLUMNS_BYTES
+    return wide or row_bytes * last * int(k.reduction_ranges[0]) <= LANE_COLUMNS_BYTES
 
 
 def _narrow_columns(k: Kernel) -> bool:

@@ -149,3 +149,30 @@ def test_narrow_columns_walked_twice_match_eager_with_gradients():
     check_against_eager(lambda t: (t.softmax(1), t.var(1)), x, grad=False, strict=True)
     y = torch.randn(23, 9, 6, requires_grad=True)
     check_against_eager(lambda t: (t.log_softmax(1) * t).sum(), y)
+
+
+def test_wide_columns_few_rows_long_take_lanes_at_any_row_size():
+    """schedule/columns.py, WIDE_LANE_COLUMNS and WIDE_LANE_ROWS."""
+    def lanes(fn, x):
+        sched = _schedule(fn, x)
+        return sched.kind == "rows" and sched.column_lanes
+    assert lanes(lambda x: x.sum(0), torch.randn(4, 100000))
+    assert lanes(lambda x: x.amax(0), torch.randn(32, 4096))
+    assert not lanes(lambda x: x.sum(0), torch.randn(64, 4096))          # too many rows
+    assert not lanes(lambda x: x.sum(0), torch.randn(4, 1000))           # too few columns
+    assert not lanes(lambda x: x.sum(0), torch.randn(4, 100000).half())  # float16 loads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
+@pytest.mark.parametrize("shape", [(2, 1031), (5, 3007), (32, 1024 + 15)])
+def test_wide_columns_in_lanes_match_eager(dtype, shape):
+    """Odd widths (the last block overlaps the one before), NaN and inf, sums, means,
+    maxes and an any; a bias gradient through them."""
+    x = _x(*shape) if dtype.is_floating_point else torch.randint(-9, 9, shape)
+    x = x.to(dtype)
+    check_against_eager(lambda t: (t.sum(0), t.amax(0), (t != 0).any(0)), x, grad=False,
+                        strict=True)
+    if dtype.is_floating_point:
+        check_against_eager(lambda t: (t * 2 + 1).mean(0), x, grad=False, strict=True)
+    w = torch.randn(shape[1], requires_grad=True)
+    check_against_eager(lambda t, w: ((t.float() + w).relu() * 3).sum(), x, w)
