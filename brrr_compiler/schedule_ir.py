@@ -43,6 +43,8 @@ class CppSchedule:
     #                                  item (`column_tile` their width): a block of the dim
     #                                  before it
     prefetch: frozenset[str] = frozenset()     # rows/columns: inputs prefetched ahead
+    column_split: bool = False       # columns: fewer tiles than threads, so the threads
+    #                                  share the rows (codegen/cpp_column_split.py)
     column_stage: frozenset[str] = frozenset()  # columns: narrow strided loads (their
     #                                  values) copied into tile arrays per row
     #                                  (codegen/cpp_column_stage.py)
@@ -88,6 +90,8 @@ class CppSchedule:
         if self.column_tile:
             parts.append(f"{self.column_tile} columns per tile" if self.column_rows == 1 else
                          f"{self.column_rows}x{self.column_tile} columns per tile")
+        if self.column_split:
+            parts.append("rows shared by the threads")
         if self.online is not None:
             parts.append("max and sum of exps in one walk")
         if self.row_lanes:

@@ -39,6 +39,7 @@ from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
 from brrr_compiler.codegen.cpp_accumulators import (adds_in_order, arg_update, init_value,
                                                      is_short, update)
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
+from brrr_compiler.codegen.cpp_column_split import shared_rows
 from brrr_compiler.codegen.cpp_column_stage import copies, declarations, restaged, staged_loads
 from brrr_compiler.codegen.cpp_hoist import column_hoisted, invariant_bits
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
@@ -115,7 +116,10 @@ class OuterReductionPrinter(ReductionPrinter):
     def scalar_phase(self, phase: Phase, indent: str) -> list[str]:
         return self._tile_loop(indent, [self._stmt(s) for s in phase.body])
 
-    def loop_phase(self, phase: Phase, indent: str) -> list[str]:
+    def loop_phase(self, phase: Phase, indent: str, lo: str = "0", hi: str = "n_red",
+                   final: bool = True) -> list[str]:
+        """The walk of rows [lo, hi) folding `phase` over the tile into acc_*, then (where
+        `final`) the results into the row-level arrays."""
         reds = [s for s in phase.body if s.op == "reduce"]
         tiled = self.k.loop_vars[-2:] if self.rows > 1 else self.k.loop_vars[-1:]
         once = column_hoisted(self.k, phase.body, self.row_level, tiled)   # once per row
@@ -134,8 +138,8 @@ class OuterReductionPrinter(ReductionPrinter):
             else:
                 body.append(self._stmt(s))
         rows = BLOCK_ROWS if any(self.acc.total_ctype(r) == "double" for r in reds) else CHUNK
-        lines = [f"{indent}for (int64_t cb = 0; cb < n_red; cb += {rows}) {{",
-                 f"{indent}  const int64_t ce = brrr_min_i64(cb + {rows}, n_red);"]
+        lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi}; cb += {rows}) {{",
+                 f"{indent}  const int64_t ce = brrr_min_i64(cb + {rows}, {hi});"]
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
         lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
@@ -146,7 +150,8 @@ class OuterReductionPrinter(ReductionPrinter):
         lines += [f"{indent}  }}"]
         lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])
         lines += [f"{indent}}}"]
-        lines += self._tile_loop(indent, [self._final(r) for r in reds])
+        if final:
+            lines += self._tile_loop(indent, [self._final(r) for r in reds])
         self.bits = frozenset()
         return lines
 
@@ -189,7 +194,16 @@ class OuterReductionPrinter(ReductionPrinter):
         if r.value in ARG_FOLDS:     # blocks come in row order: the first extreme or NaN stays
             return [arg_update(r.value, f"acc_{r.out}[b]", f"ai_{r.out}[b]",
                                f"c_{r.out}[b]", f"ci_{r.out}[b]")]
-        return [_update(r.value, f"acc_{r.out}[b]", f"c_{r.out}[b]")]
+        return [self.fold_line(r, f"c_{r.out}[b]")]
+
+    def _reset_total(self, r: Stmt) -> list[str]:
+        """acc_r[b] back to the fold's initial value."""
+        at = self.acc.total_ctype(r) or self.ctype[r.dtype]
+        return [f"acc_{r.out}[b] = {init_value(r.value, at, r.dtype)};"]
+
+    def fold_line(self, r: Stmt, part: str) -> str:
+        """Fold `part` (a partial of r's column b, not an arg fold's) into acc_r[b]."""
+        return _update(r.value, f"acc_{r.out}[b]", part)
 
     def _final(self, r: Stmt) -> str:
         ct = self.ctype[r.dtype]
@@ -197,20 +211,28 @@ class OuterReductionPrinter(ReductionPrinter):
             return f"{r.out}[b] = ai_{r.out}[b];"
         return f"{r.out}[b] = ({ct})acc_{r.out}[b];"
 
-    def _tile_bounds(self, split: int, t: int) -> list[str]:
+    def _tile_bounds(self, split: int, t: int, indent: str) -> list[str]:
         """`lo` and `bn` (the tile's first column and its columns); with a block of short
         rows, `lo1` and `bn1` (its first row and its rows) too, `bn` counting all."""
         if self.rows > 1:
             r = self.rows
-            return [f"    const int64_t lo1 = (w % ntiles) * {r};",
-                    f"    const int64_t bn1 = brrr_min_i64(lo1 + {r}, n{split}) - lo1;",
-                    f"    const int64_t bn = bn1 * {t};"]
+            return [f"{indent}const int64_t lo1 = (w % ntiles) * {r};",
+                    f"{indent}const int64_t bn1 = brrr_min_i64(lo1 + {r}, n{split}) - lo1;",
+                    f"{indent}const int64_t bn = bn1 * {t};"]
         # a tile as wide as a static row of columns: every tile is whole, and gcc sizes
         # the tile loops at compile time
         whole = sympy.sympify(self.k.ranges[split]) == t
-        return [f"    const int64_t lo = (w % ntiles) * {t};",
-                f"    const int64_t bn = {t};" if whole else
-                f"    const int64_t bn = brrr_min_i64(lo + {t}, n{split}) - lo;"]
+        return [f"{indent}const int64_t lo = (w % ntiles) * {t};",
+                f"{indent}const int64_t bn = {t};" if whole else
+                f"{indent}const int64_t bn = brrr_min_i64(lo + {t}, n{split}) - lo;"]
+
+    def work_item(self, indent: str) -> list[str]:
+        """Work item `w`'s outer indices, its tile's bounds and its tile arrays."""
+        *outer, _ = self.k.loop_vars
+        lines = [f"{indent}int64_t rest = w / ntiles;"]
+        for i in reversed(range(self.split)):
+            lines.append(f"{indent}const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
+        return lines + self._tile_bounds(self.split, self.width, indent) + self._arrays(indent)
 
     def _arrays(self, indent: str) -> list[str]:
         lines = []
@@ -242,24 +264,20 @@ class OuterReductionPrinter(ReductionPrinter):
         self.width = t = self.sched.column_tile
         self.rows = self.sched.column_rows
         self.tile = t * self.rows
-        *outer, _ = k.loop_vars
         lines = [f"  const int64_t n{i} = {self.cexpr(r)};" for i, r in enumerate(k.ranges)]
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
         last = len(k.ranges) - 1
-        split = last - 1 if self.rows > 1 else last     # the dim cut into tiles
+        self.split = last - 1 if self.rows > 1 else last     # the dim cut into tiles
         step = self.rows if self.rows > 1 else t
         lines += ["  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";",
-                  f"  const int64_t ntiles = (n{split} + {step} - 1) / {step};",
-                  "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(split)) + "ntiles;",
+                  f"  const int64_t ntiles = (n{self.split} + {step} - 1) / {step};",
+                  "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(self.split)) + "ntiles;",
                   "  if (nwork == 0) return;"]
+        if self.sched.column_split:
+            return lines + shared_rows(self)
         lines += pragma("  ", f"#pragma omp parallel for num_threads({num_threads}) schedule(static)",
                         f"nwork * n_red * {self.tile} >= {min_numel} && nwork > 1", self.sched.forks)
-        lines += ["  for (int64_t w = 0; w < nwork; ++w) {",
-                  "    int64_t rest = w / ntiles;"]
-        for i in reversed(range(split)):
-            lines.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
-        lines += self._tile_bounds(split, t)
-        lines += self._arrays("    ")
+        lines += ["  for (int64_t w = 0; w < nwork; ++w) {"] + self.work_item("    ")
         for p in k.phases:
             lines += self.loop_phase(p, "    ") if p.loop else self.scalar_phase(p, "    ")
         lines.append("  }")

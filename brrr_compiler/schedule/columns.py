@@ -13,7 +13,7 @@ from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Phase
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.rows import (BYTE_TYPES, FLOAT_TYPES, HALF_TYPES, ROW_LANES, lane_rows,
                                          plain_loads)
-from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
+from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, SPLIT_MIN_RED, CppSchedule
 from brrr_compiler.transforms.loops import inner_varying, linear_coeff, loop_dependent
 
 COLUMN_TILE = 256       # the tile when sizes are symbolic, and the narrowest the byte budget asks
@@ -54,11 +54,14 @@ def columns(k: Kernel, num_threads: int) -> CppSchedule:
     tile = _column_tile(k, num_threads)
     block = _column_rows(k, tile, num_threads)
     sizes, red = static_sizes(k.ranges), static_sizes(k.reduction_ranges)
-    fork = None
+    fork, split = None, False
     if sizes is not None and red is not None:
         work = product(sizes[:-1]) * tiles(sizes[-1], tile) if block == 1 else \
             product(sizes[:-2]) * tiles(sizes[-2], block)
         fork = forks(work, product(red) * tile * block, PARALLEL_MIN_NUMEL)
+        split = block == 1 and _rows_shared(k, work, product(red) * min(tile, sizes[-1]),
+                                            num_threads)
+        fork = fork or split
     everything = static_sizes(list(k.ranges) + list(k.reduction_ranges))
     numel = product(everything) if everything is not None else None
     size = {b.name: b.dtype.itemsize for b in k.inputs}
@@ -66,7 +69,17 @@ def columns(k: Kernel, num_threads: int) -> CppSchedule:
                 if numel is None or numel * size[b] >= SMALL_BYTES}   # else L2 holds it
     return CppSchedule("columns", num_threads, forks=fork, column_tile=tile,
                        column_rows=block, prefetch=frozenset(prefetch),
-                       column_stage=column_staged(k))
+                       column_stage=column_staged(k), column_split=split)
+
+
+def _rows_shared(k: Kernel, work: int, per_item: int, num_threads: int) -> bool:
+    """Whether the threads share the rows (codegen/cpp_column_split.py): fewer tiles
+    than threads, at least SPLIT_MIN_RED elements to each tile, folds without indices,
+    and no staged loads. The channels of a channels-last batch norm's statistics (64
+    columns over 25088 rows) were one tile, on one thread."""
+    return num_threads > 1 and work < num_threads and per_item >= SPLIT_MIN_RED and \
+        not column_staged(k) and \
+        not any(s.op == "reduce" and s.value in ARG_FOLDS for s in k.body)
 
 
 def column_staged(k: Kernel) -> frozenset[str]:
