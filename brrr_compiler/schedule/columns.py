@@ -59,8 +59,7 @@ def columns(k: Kernel, num_threads: int) -> CppSchedule:
         work = product(sizes[:-1]) * tiles(sizes[-1], tile) if block == 1 else \
             product(sizes[:-2]) * tiles(sizes[-2], block)
         fork = forks(work, product(red) * tile * block, PARALLEL_MIN_NUMEL)
-        split = block == 1 and _rows_shared(k, work, product(red) * min(tile, sizes[-1]),
-                                            num_threads)
+        split = _rows_shared(k, work, product(red) * min(tile, sizes[-1]) * block, num_threads)
         fork = fork or split
     everything = static_sizes(list(k.ranges) + list(k.reduction_ranges))
     numel = product(everything) if everything is not None else None

@@ -27,6 +27,17 @@ def test_one_tile_of_many_rows_shares_them():
     assert _schedule(lambda x: x.var(0), torch.randn(100000, 64)).column_split  # two walks
 
 
+def test_a_tile_of_whole_short_rows_shares_them_too():
+    """Columns of (N, 5, 5) kept apart by a load of their first (a batch norm's shifted
+    sums): a tile of 5 rows of 5, one tile."""
+    fn = lambda t: (t - t[:1, :, :1]).sum(0)
+    x = torch.randn(40000, 5, 5, generator=torch.Generator().manual_seed(4))
+    sched = _schedule(fn, x)
+    assert sched.column_split and sched.column_rows == 5, sched
+    check_against_eager(fn, x, grad=False, reference=True)
+    check_against_eager(fn, x.to(torch.bfloat16), grad=False)
+
+
 @pytest.mark.parametrize("shape", [(100000, 5), (70001, 64), (3, 40000, 20)])
 def test_shared_rows_match_eager(shape):
     g = torch.Generator().manual_seed(shape[-1])
