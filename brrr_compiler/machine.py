@@ -1,7 +1,9 @@
-"""What this machine's sysfs says of its data caches, read once per process."""
+"""What this machine's sysfs says of its data caches, and its memory, read once per
+process."""
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -28,3 +30,12 @@ def cache_sizes() -> tuple[int, int]:
         except ValueError:
             continue
     return sizes.get(2, MIB), sizes.get(max(sizes) if sizes else 3, 32 * MIB)
+
+
+@functools.cache
+def memory_bytes() -> int:
+    """The machine's physical memory (64 GiB where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 64 * GIB

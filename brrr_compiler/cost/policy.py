@@ -13,6 +13,12 @@ handles well, too many input streams or too many values live at once, are refuse
 before any estimate. Every verdict carries predicted unfused and fused time, the bytes
 saved and the change in compute, memory and overhead, so `explain` and the logs say why
 in those three terms.
+
+A legal merge whose unfused side would store an intermediate larger than MEMORY_SHARE of
+the machine's memory is taken whatever the estimate: that plan cannot run. torch's
+multilabel_margin_loss decomposes through (C, C) values, which the fused kernel folds as
+it goes; at C = 500000 the estimate preferred storing them (1 TB) and the call died on
+the allocation, where eager runs (slowly).
 """
 from __future__ import annotations
 
@@ -21,12 +27,14 @@ from typing import Any, Callable
 from brrr_compiler.cost.device import DeviceSpec, generic_cpu
 from brrr_compiler.cost.estimate import Estimate, predict
 from brrr_compiler.cost.stats import CostModelError, KernelNotLowered, KernelStats
+from brrr_compiler.machine import memory_bytes
 from brrr_compiler.partition import legality
 from brrr_compiler.partition.policy import (FusionPolicy, GreedyPolicy, MergeCandidate,
                                             NoFusionPolicy, Verdict)
 
 MAX_INPUTS = 32     # input buffers of one kernel: each is a stream for the prefetchers
 MAX_LIVE = 64       # values live at once in the loop body: past this gcc spills heavily
+MEMORY_SHARE = 0.25  # of the machine's memory, an intermediate no plan may store (module note)
 
 
 def _topo(members) -> list:
@@ -175,6 +183,10 @@ def verdict(before: list, after: list, recompute: bool) -> Verdict:
     why = ", ".join(f"{k} {d:+.3g} us" for k, d in deltas if abs(d) >= 5e-4) or "no change"
     what, other = ("recomputing", "materialized") if recompute else ("fused", "unfused")
     faster = t1 < t0
+    stored = saved // 2           # the intermediate: written once, read back once
+    if not faster and stored > MEMORY_SHARE * memory_bytes():
+        return Verdict(True, f"{what}: {other}, it would store {stored / 2**30:.3g} GiB, more "
+                             f"than {MEMORY_SHARE:.0%} of this machine's memory", metrics)
     return Verdict(faster, f"{what} {'faster' if faster else 'not faster'}: {t1 * 1e6:.3g} us "
                            f"vs {t0 * 1e6:.3g} us {other} ({why})", metrics)
 

@@ -221,3 +221,34 @@ def test_transposed_copy_joins_a_column_walk_only_while_its_lines_stay_cached(ro
     _check_reasons(plan)
     check_against_eager(lse_and_copy, _x(rows, 16, 24).transpose(1, 2),
                         options={"fusion": "cost"}, grad=False)
+
+
+def test_a_plan_that_would_store_too_much_memory_fuses_whatever_the_estimate(monkeypatch):
+    """cost/policy.py MEMORY_SHARE: an unfused side that stores more than a quarter of the
+    machine's memory is no plan, however fast the estimate says it is."""
+    import brrr_compiler.cost.policy as policy
+    from brrr_compiler.cost.estimate import Estimate
+
+    def est(total, nbytes):
+        return Estimate(0.0, total, 0.0, total, "memory", 0.0, nbytes)
+    before, after = [est(1e-3, 400 << 20), est(1e-3, 0)], [est(5e-3, 0)]
+    monkeypatch.setattr(policy, "memory_bytes", lambda: 1 << 40)
+    assert not policy.verdict(before, after, False).accept
+    monkeypatch.setattr(policy, "memory_bytes", lambda: 512 << 20)
+    v = policy.verdict(before, after, False)
+    assert v.accept and "0.195 GiB, more than 25% of this machine's memory" in v.reason, v
+    assert policy.verdict(before, after, True).reason.startswith("recomputing: materialized")
+
+
+def test_multilabel_margin_loss_folds_its_pairs_where_storing_them_cannot_run(monkeypatch):
+    """torch decomposes it through (C, C) values (AOTAutograd's table, not brrr's);
+    the estimate stores them at C = 2000 (16 MB), which a 32 MB machine could not."""
+    import brrr_compiler.cost.policy as policy
+    monkeypatch.setattr(policy, "memory_bytes", lambda: 32 << 20)
+    x = _x(2000)
+    t = torch.randint(-1, 2000, (2000,), generator=torch.Generator().manual_seed(0))
+    fn = lambda x, t: torch.nn.functional.multilabel_margin_loss(x, t)
+    check_against_eager(fn, x, t, grad=False, options={"fusion": _cost()})
+    from brrr_compiler import explain
+    text = str(explain(fn, x, t, options={"fusion": _cost()}))
+    assert "of this machine's memory" in text, text
