@@ -423,6 +423,13 @@ template <int L, typename T> static inline T brrr_fold_min_lanes(T* c) {
   }
   return c[0];
 }
+template <int L, typename T> static inline T brrr_fold_prod_lanes(T* c) {
+#pragma GCC unroll 8
+  for (int h = L / 2; h > 0; h /= 2) {
+    for (int i = 0; i < h; ++i) c[i] *= c[i + h];
+  }
+  return c[0];
+}
 template <int L> static inline int brrr_fold_or_lanes(int* c) {
 #pragma GCC unroll 8
   for (int h = L / 2; h > 0; h /= 2) {

@@ -173,10 +173,11 @@ class ReductionPrinter:
                                  for r in reds) else CHUNK
         if reds and all(r.value in ARG_FOLDS + ("max", "min") for r in reds):
             chunk = ARG_CHUNK
-        if reds and all(r.value == "prod" for r in reds):
-            chunk = PROD_CHUNK
         lanes = self._of_phase(self.sched.sum_lanes, phase)
         chunk = lanes_chunk(self, reds, lanes) if lanes else chunk
+        if reds and all(r.value == "prod" for r in reds):
+            chunk = PROD_CHUNK           # in a block of lanes too
+
         if self._staged_bits(phase):     # arrays of CHUNK elements, lanes or not
             chunk = min(chunk, CHUNK)
         inner, m, lines = self.segment_head(indent, lo, hi, chunk)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from brrr_compiler.codegen.cpp_accumulators import init_value
 
-FOLD = {"sum": "brrr_fold_lanes", "max": "brrr_fold_max_lanes", "min": "brrr_fold_min_lanes"}
+FOLD = {"sum": "brrr_fold_lanes", "max": "brrr_fold_max_lanes", "min": "brrr_fold_min_lanes",
+        "prod": "brrr_fold_prod_lanes"}
 
 PER_LANE = 16           # values per float lane of a sum that may cancel (SUM_CHUNK / 16)
 PER_LANE_SIGNED = 64    # of a sum of one sign, or in double lanes (CHUNK / 16)

@@ -23,8 +23,9 @@ blocks of lanes").
 
 A float max or min is the same chain (vmaxps waits on the vector before it, 4 cycles),
 and its NaN flag rides along as an int lane each: amax over 500K floats in cache, one
-thread, 62 -> 33 us ("Maxes in blocks of lanes"). A walk whose folds are all of these
-kinds takes the block; products keep their one whole-segment vector (cpp_reduce.PROD_CHUNK).
+thread, 62 -> 33 us ("Maxes in blocks of lanes"). So is a product (vmulps); its block's
+lanes run the whole segment as its one vector did (cpp_reduce.PROD_CHUNK: a lane that
+underflows does so once). A walk whose folds are all of these kinds takes the block.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from brrr_compiler.transforms.loops import inner_varying
 
 LANES_BYTES = 256
 MIN_ROW = 512
-FOLDS = ("sum", "max", "min")      # the folds a block of lanes takes
+FOLDS = ("sum", "max", "min", "prod")      # the folds a block of lanes takes
 
 
 def sum_lane_phases(k: Kernel, staged: tuple, online: int | None,
