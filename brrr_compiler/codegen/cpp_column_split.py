@@ -44,23 +44,23 @@ def _shared_walk(printer, phase, span: str) -> list[str]:
     if not reds:
         return lines
     at = f"w * {tile} + b"
-    lines += printer._tile_loop(ind, [f"sp_{r.out}[tid * {span} + {at}] = acc_{r.out}[b];"
+    lines += printer.tile_loop(ind, [f"sp_{r.out}[tid * {span} + {at}] = acc_{r.out}[b];"
                                       for r in reds])
     lines += [f"{ind}#pragma omp barrier"]
-    lines += printer._tile_loop(ind, [ln for r in reds for ln in printer._reset_total(r)]
+    lines += printer.tile_loop(ind, [ln for r in reds for ln in printer.reset_total(r)]
                                 + ["for (int64_t t = 0; t < nth; ++t) {"]
                                 + [f"  {printer.fold_line(r, f'sp_{r.out}[t * {span} + {at}]')}"
                                    for r in reds] + ["}"])
-    return lines + printer._tile_loop(ind, [printer._final(r) for r in reds])
+    return lines + printer.tile_loop(ind, [printer.final_line(r) for r in reds])
 
 
 def _scalar(printer, phase) -> list[str]:
     """A scalar phase in every thread; its stores (the same values) from one."""
     stores = [s for s in phase.body if s.op == "store"]
     rest = [s for s in phase.body if s.op != "store"]
-    lines = printer._tile_loop("      ", [printer._stmt(s) for s in rest]) if rest else []
+    lines = printer.tile_loop("      ", [printer.stmt(s) for s in rest]) if rest else []
     if stores:
         lines += ["      if (tid == 0) {"]
-        lines += printer._tile_loop("        ", [printer._stmt(s) for s in stores])
+        lines += printer.tile_loop("        ", [printer.stmt(s) for s in stores])
         lines += ["      }"]
     return lines

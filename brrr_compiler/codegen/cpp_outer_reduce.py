@@ -75,7 +75,7 @@ class OuterReductionPrinter(ReductionPrinter):
     def _ref(self, line: str, s: Stmt) -> str:
         return line
 
-    def _stmt(self, s: Stmt) -> str:
+    def stmt(self, s: Stmt) -> str:
         """One statement, with row-level values read as tile arrays."""
         index = s.index
         if index is not None:            # a gathered index is a row-level value too
@@ -99,7 +99,7 @@ class OuterReductionPrinter(ReductionPrinter):
             lines.append(f"{indent}const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};")
         return lines
 
-    def _tile_loop(self, indent: str, lines: list[str]) -> list[str]:
+    def tile_loop(self, indent: str, lines: list[str]) -> list[str]:
         inner = self.k.loop_vars[-1]
         if self.rows > 1:     # a block of whole short rows: b1 over them, b2 along each
             sec, w = self.k.loop_vars[-2], self.width
@@ -114,7 +114,7 @@ class OuterReductionPrinter(ReductionPrinter):
                 + [f"{indent}  {ln}" for ln in lines] + [f"{indent}}}"])
 
     def scalar_phase(self, phase: Phase, indent: str) -> list[str]:
-        return self._tile_loop(indent, [self._stmt(s) for s in phase.body])
+        return self.tile_loop(indent, [self.stmt(s) for s in phase.body])
 
     def loop_phase(self, phase: Phase, indent: str, lo: str = "0", hi: str = "n_red",
                    final: bool = True) -> list[str]:
@@ -136,22 +136,22 @@ class OuterReductionPrinter(ReductionPrinter):
             elif s.op == "reduce":
                 body.append(_update(s.value, f"c_{s.out}[b]", s.args[0]))
             else:
-                body.append(self._stmt(s))
+                body.append(self.stmt(s))
         rows = BLOCK_ROWS if any(self.acc.total_ctype(r) == "double" for r in reds) else CHUNK
         lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi}; cb += {rows}) {{",
                  f"{indent}  const int64_t ce = brrr_min_i64(cb + {rows}, {hi});"]
-        lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
+        lines += self.tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
         lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
-        lines += [f"{indent}    {self._stmt(s)}" for s in once] + converted
+        lines += [f"{indent}    {self.stmt(s)}" for s in once] + converted
         lines += declarations(staged, self.k, self.tile, indent + "    ")
         lines += copies(staged, self.k, self.rows, self.width, self.cexpr, indent + "    ")
-        lines += self._tile_loop(indent + "    ", body)
+        lines += self.tile_loop(indent + "    ", body)
         lines += [f"{indent}  }}"]
-        lines += self._tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])
+        lines += self.tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])
         lines += [f"{indent}}}"]
         if final:
-            lines += self._tile_loop(indent, [self._final(r) for r in reds])
+            lines += self.tile_loop(indent, [self.final_line(r) for r in reds])
         self.bits = frozenset()
         return lines
 
@@ -196,7 +196,7 @@ class OuterReductionPrinter(ReductionPrinter):
                                f"c_{r.out}[b]", f"ci_{r.out}[b]")]
         return [self.fold_line(r, f"c_{r.out}[b]")]
 
-    def _reset_total(self, r: Stmt) -> list[str]:
+    def reset_total(self, r: Stmt) -> list[str]:
         """acc_r[b] back to the fold's initial value."""
         at = self.acc.total_ctype(r) or self.ctype[r.dtype]
         return [f"acc_{r.out}[b] = {init_value(r.value, at, r.dtype)};"]
@@ -205,7 +205,7 @@ class OuterReductionPrinter(ReductionPrinter):
         """Fold `part` (a partial of r's column b, not an arg fold's) into acc_r[b]."""
         return _update(r.value, f"acc_{r.out}[b]", part)
 
-    def _final(self, r: Stmt) -> str:
+    def final_line(self, r: Stmt) -> str:
         ct = self.ctype[r.dtype]
         if r.value in ARG_FOLDS:
             return f"{r.out}[b] = ai_{r.out}[b];"
