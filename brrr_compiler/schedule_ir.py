@@ -64,6 +64,9 @@ class CppSchedule:
     #                                  vector lane (codegen/cpp_row_lanes.py); 0: one by one
     column_lanes: bool = False       # rows: the lanes are adjacent columns of a reduction
     #                                  over an outer dim (cpp_row_lanes.column_lanes)
+    period: tuple[int, int] | None = None   # pointwise: (first, rows): dims first.. run as
+    #                                  one loop with rows indices of the dim before them,
+    #                                  values repeating along it tabled (transforms/period.py)
 
     @property
     def columns(self) -> bool:
@@ -81,6 +84,9 @@ class CppSchedule:
         if self.pieces:
             parts.append(f"split in {len(self.pieces)} at "
                          + ", ".join(str(lo) for lo, _ in self.pieces[1:]))
+        if self.period is not None:
+            parts.append(f"dims {self.period[0]}.. flattened, {self.period[1]} rows of the "
+                         "dim before them per loop, repeating values tabled")
         if self.replicate is not None:
             parts.append(f"values computed once, stored along dim {self.replicate}")
         if self.unswitch:

@@ -34,6 +34,7 @@ from brrr_compiler.codegen.cpp_unswitch import condition_lines, copies
 from brrr_compiler.kernel_ir import Kernel, Stmt
 from brrr_compiler.schedule import choose_cpp
 from brrr_compiler.schedule_ir import CppSchedule
+from brrr_compiler.transforms.period import periodic
 from brrr_compiler.transforms.split import specialize
 
 
@@ -83,6 +84,11 @@ def cexpr(e: sympy.Expr) -> str:
         return "*".join(cexpr(a) for a in _ordered(e.args))
     if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
         return "(" + "*".join([cexpr(e.base)] * int(e.exp)) + ")"     # s**2: a square input
+    if isinstance(e, sympy.floor):      # of a nonnegative index (transforms/period.py)
+        num, den = e.args[0].as_numer_denom()
+        return f"({cexpr(num)} / {cexpr(den)})"
+    if isinstance(e, sympy.Mod):
+        return f"({cexpr(e.args[0])} % {cexpr(e.args[1])})"
     if isinstance(e, (sympy.Min, sympy.Max)):
         fn = "brrr_min_i64" if isinstance(e, sympy.Min) else "-brrr_min_i64"
         if isinstance(e, sympy.Max):
@@ -221,6 +227,8 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
         return _body_lines(k, "  ")
     if sched.replicate is not None:
         return replicated_loops(k, sched, stmt_line, cexpr, STORAGE)
+    if sched.period is not None:
+        k = periodic(k, *sched.period)
     *outer, inner = k.loop_vars
     *outer_n, inner_n = [cexpr(r) for r in k.ranges]
     lines = [f"  const int64_t n{i} = {n};" for i, n in enumerate(outer_n)]
@@ -231,7 +239,7 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
               "  if (nwork == 0) return;"]
     pieces = [(lo, hi, specialize(k, inner, lo, hi)) for lo, hi in sched.pieces] or [(0, None, k)]
     if len(pieces) == 1:    # per-channel values, once per call (cpp_invariant.py)
-        tables, k = invariant_tables(k, CTYPE, stmt_line)
+        tables, k = invariant_tables(k, stmt_line, every=sched.period is not None)
         lines += tables
         pieces = [(0, None, k)]
     loop = ["  for (int64_t w = 0; w < nwork; ++w) {", "    int64_t rest = w / ntiles;"]

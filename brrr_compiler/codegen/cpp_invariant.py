@@ -20,6 +20,7 @@ import sympy
 import torch
 
 from brrr_compiler import scalar_ops
+from brrr_compiler.codegen.cpp_types import STORAGE
 from brrr_compiler.schedule.parallel import static_sizes
 from brrr_compiler.kernel_ir import STRUCTURAL, Kernel, Stmt
 
@@ -28,26 +29,32 @@ MIN_COST = scalar_ops.DIV
 _FLOATS = (torch.float32, torch.float64)
 
 
-def invariant_tables(k: Kernel, ctype: dict, stmt_line) -> tuple[list[str], Kernel]:
+def invariant_tables(k: Kernel, stmt_line, every: bool = False) -> tuple[list[str], Kernel]:
     """The lines that fill the tables (before the parallel loop) and `k` with the tabled
-    values loaded from them; ([], k) when nothing pays."""
+    values loaded from them; ([], k) when nothing pays. `every`: table every value of the
+    inner loop alone that the rest reads, loads included, whatever it costs (a periodic
+    kernel's parameters: transforms/period.py)."""
     sizes = static_sizes(k.ranges[-1:]) if k.loop_vars else None
     if k.is_reduction or len(k.loop_vars) < 2 or sizes is None or not 1 < sizes[0] <= MAX_INNER:
         return [], k
     inner, body = k.loop_vars[-1], k.body
     only = _inner_only(k, inner)
     defs = {s.out: s for s in body if s.out is not None}
-    tabled = [s for s in body if s.out in only and s.dtype in _FLOATS
-              and s.op not in ("load", "const") and _read_outside(s.out, body, only)
-              and _cost(s.out, defs) >= MIN_COST]
+    tabled = [s for s in body if s.out in only and s.op != "const"
+              and _read_outside(s.out, body, only)
+              and (_reads(s.out, defs) if every else (s.dtype in _FLOATS and s.op != "load"
+                                                      and _cost(s.out, defs) >= MIN_COST))]
     if not tabled:
         return [], k
     needed = _closure([s.out for s in tabled], defs)
     dtypes = {s.out: s.dtype for s in body if s.out}
-    lines = [f"  {ctype[s.dtype]} tab_{s.out}[{sizes[0]}];" for s in tabled]
+    # stored and loaded as a buffer would be (bfloat16 as its bits, bool as a byte), so
+    # the loop reads each value exactly as it was computed
+    lines = [f"  {STORAGE[s.dtype]} tab_{s.out}[{sizes[0]}];" for s in tabled]
     lines += ["  #pragma omp simd", f"  for (int64_t {inner} = 0; {inner} < {sizes[0]}; ++{inner}) {{"]
     lines += ["    " + stmt_line(s, dtypes) for s in body if s.out in needed]
-    lines += [f"    tab_{s.out}[{inner}] = {s.out};" for s in tabled] + ["  }"]
+    lines += ["    " + stmt_line(Stmt(None, s.dtype, "store", (s.out,), f"tab_{s.out}", inner),
+                                 dtypes) for s in tabled] + ["  }"]
     return lines, _load_tables(k, {s.out for s in tabled}, only, inner)
 
 
@@ -86,6 +93,12 @@ def _closure(names: list[str], defs: dict) -> set[str]:
             seen.add(n)
             todo += defs[n].args
     return seen
+
+
+def _reads(name: str, defs: dict) -> bool:
+    """Whether the value is computed from a load (a value of constants alone is not
+    tabled: it stays a loop-invariant value, which an unswitched select may test)."""
+    return any(defs[n].op == "load" for n in _closure([name], defs))
 
 
 def _cost(name: str, defs: dict) -> float:

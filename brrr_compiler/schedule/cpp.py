@@ -28,6 +28,7 @@ from brrr_compiler.schedule.stream import ahead_loads, streamed
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
 from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_buffers,
                                          reduces_outer_dim)
+from brrr_compiler.transforms.period import choose as choose_period, periodic
 from brrr_compiler.transforms.split import split_bounds
 
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
@@ -82,7 +83,10 @@ def _float_loads(k: Kernel) -> bool:
 
 def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     pieces = tuple(split_bounds(k))
-    rep = None if pieces else replicated_var(k)
+    period = None if pieces else choose_period(k)
+    if period is not None:      # the schedule's other choices are the rewritten kernel's
+        k = periodic(k, *period)
+    rep = None if pieces or period else replicated_var(k)
     tile = INNER_TILE if rep is None else REPLICATE_TILE
     sizes = static_sizes(k.ranges) if k.loop_vars else None
     fork = None if k.loop_vars else False      # a 0-d kernel has no loop to fork
@@ -93,7 +97,7 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
         fork = forks(items, stored, PARALLEL_MIN_NUMEL)
     stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
-                       pieces=pieces, stream=stream, replicate=rep,
+                       pieces=pieces, stream=stream, replicate=rep, period=period,
                        prefetch=ahead_loads(k) if stream else frozenset(),
                        gather_rows=() if pieces or rep is not None else gathered_rows(k),
                        copy_strided=frozenset() if pieces or rep is not None

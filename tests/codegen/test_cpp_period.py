@@ -1,0 +1,89 @@
+"""Short trailing dims flattened into one loop, the values repeating along it tabled
+(transforms/period.py): the schedule is chosen where the inner loop covers less than a
+cache line, the printed loop reads the parameters from tables, and results (values,
+strides, gradients) match eager on odd, prime, size-1 and empty shapes, NaN and inf."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from brrr_compiler.codegen import cpp
+from brrr_compiler.lower.group import lower_group
+from brrr_compiler.schedule import choose_cpp
+from tests.helpers import check_against_eager, plan_of
+
+
+def _kernel(fn, *args):
+    plan = plan_of(fn, *args)
+    g = plan.groups[-1]
+    return lower_group(g, g.name)
+
+
+def _affine(x, w, b):
+    return torch.relu(x * w[:, None] + b[:, None])
+
+
+def _params(c, dtype=torch.float32):
+    return torch.randn(c).to(dtype), torch.randn(c).to(dtype)
+
+
+def test_batch_norm_shape_flattens_with_rows_of_the_batch():
+    k = _kernel(_affine, torch.randn(800, 5, 5).bfloat16(), *_params(5, torch.bfloat16))
+    assert choose_cpp(k, 2).period == (1, 40)          # 40 rows of 25: a 1000-element loop
+    src = cpp.kernel_source(k, 2)
+    table, loop = src.split("for (int64_t w = 0;")
+    assert "% 5)]" in table and "uint16_t tab_v" not in table   # values, as floats
+    assert "% 5" not in loop and "= tab_v" in loop and "in0[(i0*1000 + i1)]" in loop
+
+
+@pytest.mark.parametrize("shape, chosen", [
+    ((64, 24, 16), False),   # float32 rows of 16: a full cache line
+    ((64, 24, 12), True),
+    ((61, 24, 7), True),     # a prime batch: one row of the batch per loop
+])
+def test_chosen_where_the_inner_loop_is_shorter_than_a_line(shape, chosen):
+    k = _kernel(_affine, torch.randn(shape), *_params(shape[1]))
+    assert (choose_cpp(k, 2).period is not None) == chosen
+
+
+def test_transposed_input_is_not_flattened():
+    x = torch.randn(24, 7, 64).transpose(0, 2)            # (64, 7, 24) strided
+    k = _kernel(lambda x, w: x * w[:, None], x, torch.randn(7))
+    assert choose_cpp(k, 2).period is None
+
+
+def _special(x):
+    x = x.clone()
+    flat = x.view(-1)
+    if flat.numel() > 3:
+        flat[0], flat[1], flat[2] = float("nan"), float("inf"), float("-inf")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(61, 5, 5), (40, 3, 1, 7), (1, 6, 4), (0, 5, 3), (300, 2, 3)])
+def test_affine_matches_eager(shape, dtype):
+    x = _special(torch.randn(shape)).to(dtype).requires_grad_(dtype is torch.float32)
+    w, b = (t.view(-1, *([1] * (len(shape) - 2))) for t in _params(shape[1], dtype))
+    w.requires_grad_(dtype is torch.float32)
+    check_against_eager(lambda x, w, b: torch.relu(x * w + b), x, w, b,
+                        grad=dtype is torch.float32, kernels=shape[0] > 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_over_short_rows_matches_eager(dtype, training):
+    x = torch.randn(240, 5, 5).to(dtype).requires_grad_(dtype is torch.float32)
+    w, b = (t.requires_grad_(dtype is torch.float32) for t in _params(5, dtype))
+    mean, var = torch.zeros(5, dtype=dtype), torch.ones(5, dtype=dtype)
+    check_against_eager(lambda x, w, b: F.batch_norm(x, mean.clone(), var.clone(), w, b,
+                                                     training, 0.1, 1e-5),
+                        x, w, b, grad=dtype is torch.float32, reference=True)
+
+
+def test_group_norm_and_channels_last_bias_match_eager():
+    x = torch.randn(30, 6, 3, 3, requires_grad=True)
+    w, b = (t.requires_grad_() for t in _params(6))
+    check_against_eager(lambda x, w, b: F.group_norm(x, 3, w, b).relu(), x, w, b)
+    xc = torch.randn(8, 6, 5, 5).contiguous(memory_format=torch.channels_last)
+    check_against_eager(lambda x, b: (x + b.view(-1, 1, 1)).sigmoid(), xc.requires_grad_(),
+                        torch.randn(6, requires_grad=True))
