@@ -64,6 +64,8 @@ class CppSchedule:
     #                                  vector lane (codegen/cpp_row_lanes.py); 0: one by one
     column_lanes: bool = False       # rows: the lanes are adjacent columns of a reduction
     #                                  over an outer dim (cpp_row_lanes.column_lanes)
+    flat_phases: tuple[int, ...] = ()   # rows: loop phases walking the reduced dims as one
+    #                                  flat run, not in segments (schedule/flat_rows.py)
     period: tuple[int, int] | None = None   # pointwise: (first, rows): dims first.. run as
     #                                  one loop with rows indices of the dim before them,
     #                                  values repeating along it tabled (transforms/period.py)
@@ -84,6 +86,8 @@ class CppSchedule:
         if self.pieces:
             parts.append(f"split in {len(self.pieces)} at "
                          + ", ".join(str(lo) for lo, _ in self.pieces[1:]))
+        if self.flat_phases:
+            parts.append(f"{len(self.flat_phases)} phase(s) walk the reduced dims flat")
         if self.period is not None:
             parts.append(f"dims {self.period[0]}.. flattened, {self.period[1]} rows of the "
                          "dim before them per loop, repeating values tabled")

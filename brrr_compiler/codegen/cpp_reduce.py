@@ -2,7 +2,8 @@
 
 Per outer point ("row"), scalar phases are straight-line code and loop phases walk the
 reduced dims, in segments that never cross a row of the innermost reduced dim (the
-others are decoded once per segment, and the innermost loop is one `omp simd` loop).
+others are decoded once per segment, and the innermost loop is one `omp simd` loop),
+or as one flat run (schedule/flat_rows.py).
 A loop phase that folds reductions walks them in chunks of at most CHUNK elements
 (SUM_CHUNK where a float32 sum's values may cancel):
 inside a chunk an `omp simd reduction(...)` loop keeps one partial per vector lane;
@@ -22,12 +23,13 @@ import sympy
 import torch
 
 from brrr_compiler.codegen.cpp_arg_lanes import lane_chunk, lane_update
+from brrr_compiler.codegen.cpp_across import AcrossRows
 from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, CLAUSE, Accumulators,
                                                      adds_in_order, arg_update,
                                                      invariant_sums, is_short,
-                                                     signed_sums,
-                                                     sums_into_totals, update)
+                                                     signed_sums, sums_into_totals, update)
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
+from brrr_compiler.codegen.cpp_flat_tables import table_fills
 from brrr_compiler.codegen.cpp_hoist import invariant_bits
 from brrr_compiler.codegen.cpp_online import online_walk
 from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
@@ -39,6 +41,7 @@ from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.codegen.cpp_sum_lanes import lanes_chunk, lanes_walk
 from brrr_compiler.codegen.cpp_types import held_ctype
 from brrr_compiler.kernel_ir import Kernel, Phase, Stmt
+from brrr_compiler.schedule.flat_rows import flattened
 from brrr_compiler.schedule.online import pair_at
 from brrr_compiler.schedule.rows import SHORT_ROW, half_stores
 from brrr_compiler.schedule_ir import CppSchedule
@@ -64,7 +67,7 @@ ARG_CHUNK = 8192
 PROD_CHUNK = 1 << 24
 
 
-class ReductionPrinter:
+class ReductionPrinter(AcrossRows):
     def __init__(self, kernel: Kernel, sched: CppSchedule, ctype, stmt_line, cexpr):
         kernel = rows_in_outputs(kernel, sched.scratch_rows)
         self.k, self.ctype, self.stmt_line, self.cexpr = kernel, ctype, stmt_line, cexpr
@@ -76,7 +79,7 @@ class ReductionPrinter:
         self.columns = ColumnFolds(kernel, ctype, stmt_line, cexpr)
         self.stream = set(sched.stream)            # outputs past the caches
         self.online = pair_at(kernel, sched.online)   # max and sum of exps in one walk
-        rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head)
+        rr = kernel.reduction_ranges   # the innermost loop's extent (segment_head):
         self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
         inner = kernel.reduction_vars[-1] if kernel.reduction_vars else None
         signs = known_signs(kernel)
@@ -168,7 +171,10 @@ class ReductionPrinter:
         into acc_*. `prefetch`: a row of the parallel-rows schedule, where the next row's
         inputs may be prefetched (cpp_prefetch.py). `fence`: streamed stores are fenced
         after the segments (a thread's slice of a split row); rows fence once per thread
-        (cpp_parallel.parallel_loop)."""
+        (cpp_parallel.parallel_loop). A phase of CppSchedule.flat_phases walks the reduced
+        dims as one flat run (schedule/flat_rows.py), without the next row's prefetch."""
+        flat = self._at(phase) in self.sched.flat_phases
+        phase, prefetch = (flattened(self.k, phase), False) if flat else (phase, prefetch)
         chunk = SUM_CHUNK if any(self.acc.float_lanes_sum(r) and r.out not in self.signed
                                  for r in reds) else CHUNK
         if reds and all(r.value in ARG_FOLDS + ("max", "min") for r in reds):
@@ -180,7 +186,7 @@ class ReductionPrinter:
 
         if self._staged_bits(phase):     # arrays of CHUNK elements, lanes or not
             chunk = min(chunk, CHUNK)
-        inner, m, lines = self.segment_head(indent, lo, hi, chunk)
+        inner, m, lines = self.segment_head(indent, lo, hi, chunk, flat)
         for r in reds if not lanes else ():      # a block of lanes declares its own
             lines += self.acc.decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)
         if prefetch:
@@ -193,11 +199,12 @@ class ReductionPrinter:
         lines += self.chunk(phase, reds, indent + "  ", inner, m)
         return lines + [f"{indent}  cb = ce;", f"{indent}}}"]
 
-    def segment_head(self, indent: str, lo: str, hi: str,
-                     chunk: int = CHUNK) -> tuple[str, str, list[str]]:
+    def segment_head(self, indent: str, lo: str, hi: str, chunk: int = CHUNK,
+                     flat: bool = False) -> tuple[str, str, list[str]]:
         """Open the segment loop over [lo, hi), segments of at most `chunk` elements:
-        (innermost variable, its extent, lines)."""
-        rv, last = self.k.reduction_vars, len(self.k.reduction_vars) - 1
+        (innermost variable, its extent, lines). `flat`: the reduced dims as one."""
+        rv = [] if flat else self.k.reduction_vars
+        last = len(rv) - 1
         inner, m = (rv[last], f"m{last}") if rv else ("rr", "n_red")   # unit dims dropped
         lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi};) {{",
                  f"{indent}  const int64_t ro = cb / {m};",
@@ -243,8 +250,11 @@ class ReductionPrinter:
 
     def _of_phase(self, table, phase) -> int | None:
         """`phase`'s entry in a schedule table of (phase index, value) pairs."""
-        at = next(i for i, p in enumerate(self.k.phases) if p is phase)
-        return dict(table).get(at)
+        return dict(table).get(self._at(phase))
+
+    def _at(self, phase) -> int | None:
+        """`phase`'s index in the kernel; None for a flattened copy (flat_rows.py)."""
+        return next((i for i, p in enumerate(self.k.phases) if p is phase), None)
 
     def row_lines(self, indent: str, split: bool) -> list[str]:
         k = self.k
@@ -262,43 +272,6 @@ class ReductionPrinter:
                     self.body_lines(p.body, indent, False, shared=split)
         return lines
 
-    # ---- folds across rows: a partial per thread, combined in thread order at the end ----
-
-    def _across(self) -> list[Stmt]:
-        return [s for p in self.k.phases if not p.loop and not p.once
-                for s in p.body if s.op == "reduce"]
-
-    def _thread_locals(self, across, indent: str) -> list[str]:
-        return [ln for r in across for ln in self.acc.decls(r, indent, "c_", "cn_", "ci_")]
-
-    def _publish(self, across, indent: str, tid: str) -> list[str]:
-        lines = []
-        for r in across:
-            lines.append(f"{indent}sp_{r.out}[{tid}] = c_{r.out};")
-            if r.value in ("max", "min"):
-                lines.append(f"{indent}spn_{r.out}[{tid}] = cn_{r.out};")
-        return lines
-
-    def _once(self, across, indent: str) -> list[str]:
-        """Combine the partials, then run the once phase."""
-        lines = [ln for r in across for ln in self.acc.decls(r, indent, "acc_", "nan_", "ai_")]
-        lines.append(f"{indent}for (int t = 0; t < {self.threads}; ++t) {{")
-        lines += [ln for r in across for ln in self.acc.combine(r, indent + "  ", "sp_", "spn_", "spi_", "[t]")]
-        lines += [f"{indent}}}"] + [indent + self.acc.finish(r) for r in across]
-        once = [s for p in self.k.phases if p.once and not p.loop for s in p.body]
-        return lines + self.body_lines(once, indent, False)
-
-    def _scratch(self, indent: str, what: str) -> list[str]:
-        """Allocate (malloc) or release (free) the kernel's scratch rows."""
-        out = []
-        for b in self.k.scratch:
-            ct = self.ctype[b.dtype]
-            if what == "malloc":
-                out.append(f"{indent}{ct}* {b.name} = ({ct}*)malloc((n_red > 0 ? n_red : 1) * sizeof({ct}));")
-            else:
-                out.append(f"{indent}free({b.name});")
-        return out
-
     def loops(self) -> list[str]:
         nt, min_numel = self.threads, self.sched.min_parallel
         k, across = self.k, self._across()
@@ -306,6 +279,7 @@ class ReductionPrinter:
         lines += [f"  const int64_t m{j} = {self.cexpr(r)};" for j, r in enumerate(k.reduction_ranges)]
         lines += ["  const int64_t n_outer = " + " * ".join(["(int64_t)1"] + [f"n{i}" for i in range(len(k.ranges))]) + ";",
                   "  const int64_t n_red = " + " * ".join(["(int64_t)1"] + [f"m{j}" for j in range(len(k.reduction_ranges))]) + ";"]
+        lines += table_fills(k, self.sched.flat_phases, self.cexpr)   # cpp_flat_tables.py
         lines += [ln for r in across for ln in self.acc.partials(r, "  ", nt)]
         lines += self.columns.shared("  ", nt)
         lines += [f"  if (n_outer > 0 && n_outer < {nt} && n_red >= {self.sched.split_min_red} && {nt} > 1) {{"]

@@ -18,6 +18,7 @@ from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes
 from brrr_compiler.schedule.stream import streamed_rows
+from brrr_compiler.schedule.flat_rows import flat_phases
 from brrr_compiler.schedule.sum_lanes import sum_lane_phases
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
 from brrr_compiler.transforms.loops import linear_coeff
@@ -58,12 +59,15 @@ def rows(k: Kernel, num_threads: int) -> CppSchedule:
     stream = frozenset(streamed_rows(printed) - stored)   # a column row is one row of values
     lanes = not stream and lane_rows(printed)   # beats the one-walk pair there
     online, staged = None if lanes else online_index(printed), _staged(printed)
+    in_lanes = () if lanes else sum_lane_phases(printed, _lane_bound(printed, staged),
+                                                online, stream)
+    skip = {i for i, _ in staged + in_lanes} | (
+        {online, online + 1} if online is not None else set())
     return CppSchedule(
         "rows", num_threads, forks=fork, stream=stream,
         prefetch=frozenset(b for b, _ in next_row_loads(printed)),
-        scratch_rows=holders, online=online, staged=staged,
-        sum_lanes=() if lanes else sum_lane_phases(printed, _lane_bound(printed, staged),
-                                                   online, stream),
+        scratch_rows=holders, online=online, staged=staged, sum_lanes=in_lanes,
+        flat_phases=() if lanes else flat_phases(printed, skip, stream),
         columns_forks=None if red is None else product(red) * num_threads >= PARALLEL_MIN_NUMEL,
         row_lanes=ROW_LANES if lanes else 0)
 
