@@ -16,11 +16,11 @@ import functools
 import re
 from pathlib import Path
 
-import sympy
 import torch
 
 from brrr_compiler import scalar_ops
 from brrr_compiler.codegen.cpp_hoist import hoisted
+from brrr_compiler.codegen.cpp_index import cexpr
 from brrr_compiler.codegen.cpp_invariant import invariant_tables
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
@@ -66,43 +66,6 @@ def prelude(kernels_source: str | None = None) -> str:
                                            kernels_source):
         text = "#define BRRR_FMOD_CLONES\n" + text   # the prelude's note on brrr_fmodf_v
     return text
-
-
-# ---- index expressions ---------------------------------------------------------------
-
-def cexpr(e: sympy.Expr) -> str:
-    """A sympy integer expression as C++ (int64 arithmetic)."""
-    e = sympy.sympify(e)
-    if e.is_Integer:
-        v = int(e)
-        return f"INT64_C({v})" if abs(v) >= 2**31 else str(v)
-    if e.is_Symbol:
-        return e.name
-    if isinstance(e, sympy.Add):
-        return "(" + " + ".join(cexpr(a) for a in _ordered(e.args)) + ")"
-    if isinstance(e, sympy.Mul):
-        return "*".join(cexpr(a) for a in _ordered(e.args))
-    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
-        return "(" + "*".join([cexpr(e.base)] * int(e.exp)) + ")"     # s**2: a square input
-    if isinstance(e, sympy.floor):      # of a nonnegative index (transforms/period.py)
-        num, den = e.args[0].as_numer_denom()
-        return f"({cexpr(num)} / {cexpr(den)})"
-    if isinstance(e, sympy.Mod):
-        return f"({cexpr(e.args[0])} % {cexpr(e.args[1])})"
-    if isinstance(e, (sympy.Min, sympy.Max)):
-        fn = "brrr_min_i64" if isinstance(e, sympy.Min) else "-brrr_min_i64"
-        if isinstance(e, sympy.Max):
-            return f"(-brrr_min_i64(-{cexpr(e.args[0])}, -{cexpr(_max_rest(e))}))"
-        return f"{fn}({cexpr(e.args[0])}, {cexpr(sympy.Min(*e.args[1:]))})"
-    raise NotImplementedError(f"brrr: cannot print index expression {e}")
-
-
-def _max_rest(e):
-    return sympy.Max(*e.args[1:]) if len(e.args) > 2 else e.args[1]
-
-
-def _ordered(args):
-    return sorted(args, key=lambda a: (a.is_number, str(a)))
 
 
 # ---- scalar statements ---------------------------------------------------------------
@@ -211,9 +174,16 @@ def signature(k: Kernel) -> str:
 def wide_vectors(k: Kernel) -> bool:
     """Whether `k` runs at the target's full vector width (the prelude's BRRR_WIDE): its
     work is transcendental functions, libm calls (libmvec's kernel has the widest lanes
-    whatever the caller's width) or the prelude's inline exp and erf."""
-    return any(s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].transcendentals
-               for s in k.body)
+    whatever the caller's width) or the prelude's inline exp and erf, or it converts
+    float16/bfloat16 values, which the prelude does in integer code (a bfloat16 rounding
+    is 7 vector ops): x * x over 2M bfloat16 values 168-188 -> 140 us kernel alone at 512
+    bits, a fused add-relu-mul chain 400 -> 325, layer_norm over (2000, 1000) 528 -> 440
+    (benchmarks/results/notes.md, "Half-precision kernels at full vector width")."""
+    return any((s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].transcendentals)
+               or (s.op in ("load", "store") and s.dtype in _HALVES) for s in k.body)
+
+
+_HALVES = (torch.bfloat16, torch.float16)
 
 
 def _body_lines(k: Kernel, indent: str, known: dict | None = None) -> list[str]:

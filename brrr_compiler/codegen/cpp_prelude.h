@@ -28,7 +28,8 @@
 // 256-bit vectors, but each libm call runs libmvec's 16-lane kernel anyway (the clones
 // below widen a narrower vector to it), so a 256-bit loop paid for 16 lanes and used 8
 // (sin 2.3x, tanh 2.6x slower than at 512), and the inline exp and erf are compute-bound
-// (exp, sigmoid and softmax 1.4-1.5x faster at 512). Other kernels keep gcc's choice.
+// (exp, sigmoid and softmax 1.4-1.5x faster at 512). So does a kernel that converts
+// float16/bfloat16 values (integer code, compute-bound too). Others keep gcc's choice.
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
 #define BRRR_WIDE __attribute__((target("prefer-vector-width=512")))
 #else
