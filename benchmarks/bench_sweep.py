@@ -127,12 +127,21 @@ def time_case(fn, tensors, rounds: int, reference=True) -> dict:
 # An enlarged sample of split or unbind with more outputs is skipped: its thousands of
 # views cost Dynamo and AOTAutograd minutes per call (split's stopped the sweep twice).
 MAX_OUTPUTS = 256
+# Ops whose work grows with the square of the enlarged dim: multilabel_margin_loss over
+# 500000 classes ran more than 15 minutes in brrr and 20 in eager (torch's decomposition
+# and eager's kernel both pair every class with every target), which stalled a whole
+# sweep. They are left out, named on stderr.
+QUADRATIC = frozenset({"nn.functional.multilabel_margin_loss"})
 
 
 def op_cases(op, dtype: torch.dtype, args) -> list[dict]:
     """Up to --samples timed rows for one op and dtype (fewer if samples do not enlarge or
     eager rejects them enlarged)."""
     from tests.coverage import opinfo_harness as h
+    if h.op_key(op) in QUADRATIC:
+        print(f"{h.op_key(op)}: left out (QUADRATIC: enlarged, it runs for minutes)",
+              file=sys.stderr)
+        return []
     rows = []
     for i, sample in enumerate(h.samples(op, dtype, grad=False)):
         big = enlarge(sample, int(args.min_bytes))
