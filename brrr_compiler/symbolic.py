@@ -93,3 +93,9 @@ def size_sources(graph: torch.fx.Graph) -> dict:
                 if isinstance(s, torch.SymInt) and isinstance(s.node.expr, sympy.Symbol):
                     found.setdefault(s.node.expr, (node, d))
     return found
+
+
+def static_sizes(exprs) -> list[int] | None:
+    """The values of `exprs` when every one is a constant, else None."""
+    values = [sympy.sympify(e) for e in exprs]
+    return [int(v) for v in values] if all(v.is_Integer for v in values) else None

@@ -171,6 +171,9 @@ def signature(k: Kernel) -> str:
     return f'extern "C" {wide}void {k.name}({", ".join(params)})'
 
 
+_HALVES = (torch.bfloat16, torch.float16)
+
+
 def wide_vectors(k: Kernel) -> bool:
     """Whether `k` runs at the target's full vector width (the prelude's BRRR_WIDE): its
     work is transcendental functions, libm calls (libmvec's kernel has the widest lanes
@@ -181,9 +184,6 @@ def wide_vectors(k: Kernel) -> bool:
     (benchmarks/results/notes.md, "Half-precision kernels at full vector width")."""
     return any((s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].transcendentals)
                or (s.op in ("load", "store") and s.dtype in _HALVES) for s in k.body)
-
-
-_HALVES = (torch.bfloat16, torch.float16)
 
 
 def _body_lines(k: Kernel, indent: str, known: dict | None = None) -> list[str]:

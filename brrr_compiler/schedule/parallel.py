@@ -9,13 +9,7 @@ from __future__ import annotations
 
 import math
 
-import sympy
-
-
-def static_sizes(exprs) -> list[int] | None:
-    """The values of `exprs` when every one is a constant, else None."""
-    values = [sympy.sympify(e) for e in exprs]
-    return [int(v) for v in values] if all(v.is_Integer for v in values) else None
+from brrr_compiler.symbolic import static_sizes  # noqa: F401  (the schedules import it from here)
 
 
 def tiles(n: int, tile: int) -> int:

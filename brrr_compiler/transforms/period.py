@@ -28,6 +28,7 @@ import math
 import sympy
 
 from brrr_compiler.kernel_ir import Kernel, Stmt
+from brrr_compiler.symbolic import static_sizes
 from brrr_compiler.transforms.loops import linear_coeff
 
 SHORT_ROW = 64        # bytes: an inner loop over less than a cache line of its tensors
@@ -74,13 +75,12 @@ def periodic(k: Kernel, first: int, rows: int) -> Kernel:
         acc = accesses.get(id(s))
         if acc is None:
             return s
-        tail = acc.coeffs[first:]
+        tail, kind = acc.coeffs[first:], _kind(acc, strides, first)
         rest = sympy.expand(s.index).subs({v: 0 for v in k.loop_vars[first - 1:]})
-        if not any(tail):
+        if kind == "row":
             index = rest + acc.coeffs[first - 1] * a
-        elif _flat_coeff(tail, strides) is not None and any(acc.coeffs[:first]):
-            c = _flat_coeff(tail, strides)
-            index = rest + acc.coeffs[first - 1] * rows * a + c * j
+        elif kind == "flat":
+            index = rest + acc.coeffs[first - 1] * rows * a + tail[-1] * j
         else:                        # depends on the trailing dims alone: a period
             index = rest + sum(c * _position(j, st, n, rows > 1 or d > first)
                                for d, (c, st, n) in enumerate(
@@ -118,11 +118,6 @@ def _accesses(k: Kernel) -> list[_Access] | None:
     return out
 
 
-def static_sizes(exprs) -> list[int] | None:
-    values = [sympy.sympify(e) for e in exprs]
-    return [int(v) for v in values] if all(v.is_Integer for v in values) else None
-
-
 def _itemsize(k: Kernel, accesses: list[_Access]) -> int:
     """The widest element among the tensors the inner loop walks (not the parameters)."""
     dtypes = {b.name: b.dtype for b in k.buffers}
@@ -140,17 +135,23 @@ def _flat_coeff(tail: tuple[int, ...], strides: list[int]) -> int | None:
     return c if c and all(t == c * st for t, st in zip(tail, strides)) else None
 
 
+def _kind(acc: _Access, strides: list[int], first: int) -> str:
+    """"flat" (contiguous across S, continuing an outer dim), "row" (independent of S),
+    else "period" (depending on S; legal as a load of S alone: _flattens)."""
+    tail = acc.coeffs[first:]
+    if _flat_coeff(tail, strides) is not None and any(acc.coeffs[:first]):
+        return "flat"
+    return "period" if any(tail) else "row"
+
+
 def _flattens(accesses: list[_Access], sizes: list[int], first: int) -> bool:
     """Every access is flat over S, independent of S, or a period (a load depending on S
     alone). Stores are flat."""
     strides = _strides(sizes, first)
     for acc in accesses:
-        tail, head, op = acc.coeffs[first:], acc.coeffs[:first], acc.stmt.op
-        if _flat_coeff(tail, strides) is not None and any(head):
-            continue                                   # flat
-        if op == "store":
-            return False
-        if any(tail) and (op != "load" or any(head)):  # a period is a load of S alone
+        kind, op = _kind(acc, strides, first), acc.stmt.op
+        if kind != "flat" and (op == "store" or (kind == "period" and (
+                op != "load" or any(acc.coeffs[:first])))):
             return False
     return True
 
@@ -161,12 +162,8 @@ def _rows(accesses: list[_Access], sizes: list[int], first: int, period: int) ->
     access reads it apart from S; else 1."""
     strides = _strides(sizes, first)
     for acc in accesses:
-        tail, a = acc.coeffs[first:], acc.coeffs[first - 1]
-        c = _flat_coeff(tail, strides)
-        if c is not None and any(acc.coeffs[:first]):
-            if a != c * period:
-                return 1
-        elif a:
+        a = acc.coeffs[first - 1]
+        if a != (acc.coeffs[-1] * period if _kind(acc, strides, first) == "flat" else 0):
             return 1
     n = sizes[first - 1]
     return max(r for r in range(1, MAX_LOOP // period + 1) if n % r == 0)
