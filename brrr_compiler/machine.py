@@ -1,10 +1,12 @@
-"""What this machine's sysfs says of its data caches, and its memory, read once per
-process."""
+"""What this machine's sysfs says of its data caches, its memory, and the CPU feature
+flags the printers choose by, read once per process."""
 from __future__ import annotations
 
 import functools
 import os
 from pathlib import Path
+
+import torch
 
 GIB, MIB = 1 << 30, 1 << 20
 
@@ -39,3 +41,34 @@ def memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, OSError, ValueError):
         return 64 * GIB
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The first processor's feature flags as /proc/cpuinfo names them (none where it
+    does not exist)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.split(":")[0].strip() == "flags":
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def rounds_bfloat16() -> bool:
+    """Whether the CPU rounds 16 floats to bfloat16 in one instruction (AVX512-BF16's
+    vcvtneps2bf16, with AVX512-DQ's vfpclassps to find subnormals): the C++ printers then
+    stage contiguous bfloat16 stores through the prelude's brrr_bf16_store
+    (codegen/cpp_half.py)."""
+    return {"avx512_bf16", "avx512dq"} <= cpu_flags()
+
+
+def staged_store_types() -> frozenset:
+    """The 16-bit float types whose stores, contiguous along a pointwise loop, the C++
+    printer stages into a local float array and converts after it with the target's
+    instructions (codegen/cpp_half.py): float16 everywhere (F16C or AVX-512; the
+    prelude's integer code where neither), bfloat16 where rounds_bfloat16(). The cost
+    model counts the same (cost/conversions.py)."""
+    return frozenset({torch.float16, torch.bfloat16} if rounds_bfloat16() else {torch.float16})

@@ -17,6 +17,14 @@ the prelude's `brrr_round_f16` do; a cast to float16 whose only reader is such a
 is therefore printed without its own rounding (its statement is marked exact). Loads at
 a computed index (a gather), and buffers the loop both reads and writes, keep the
 prelude's conversions. The arrays stay in L1 (1 KB each).
+
+bfloat16 stores take the same path where the CPU has AVX512-BF16
+(machine.staged_store_types): `brrr_bf16_store` rounds with vcvtneps2bf16, one
+instruction for 16 values where the prelude's integer rounding takes 7 vector ops, and
+loops bound by their vector ALUs paid for those: silu over 2M bfloat16 values 609 -> 494
+us kernel alone, hardswish 349 -> ~220 (benchmarks/results/notes.md, "bfloat16 stores
+rounded by the CPU"). Elsewhere the integer rounding stays in the loop, where staging
+would only add the array's traffic. bfloat16 loads are a shift either way and stay.
 """
 from __future__ import annotations
 
@@ -27,10 +35,12 @@ import torch
 
 from brrr_compiler.codegen.cpp_strided import strided_copies
 from brrr_compiler.kernel_ir import Kernel, Stmt
+from brrr_compiler.machine import staged_store_types
 from brrr_compiler.scalar_ops import EXACT
 from brrr_compiler.transforms.loops import linear_coeff
 
 CHUNK = 256
+STORE_HELPER = {torch.float16: "brrr_f16_store", torch.bfloat16: "brrr_bf16_store"}
 
 
 def staged_halves(k: Kernel, body: list[Stmt]) -> tuple[list[Stmt], list[Stmt]]:
@@ -40,8 +50,10 @@ def staged_halves(k: Kernel, body: list[Stmt]) -> tuple[list[Stmt], list[Stmt]]:
     loaded = {s.buffer for s in body if s.op == "load"}
     stored = {s.buffer for s in body if s.op == "store"}
 
+    types = {"load": {torch.float16}, "store": staged_store_types()}
+
     def plain(s: Stmt) -> bool:
-        return (s.dtype is torch.float16 and s.buffer not in loaded & stored
+        return (s.dtype in types[s.op] and s.buffer not in loaded & stored
                 and linear_coeff(s.index, var, allv) == 1
                 and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed)
 
@@ -59,7 +71,7 @@ def staged_loop(k: Kernel, body: list[Stmt], start: str, end: str, line, cexpr,
     copy = _conversion(k, body)
     if copy is not None and not strided:
         load, store = copy
-        helper = "brrr_f16_store" if store.dtype is torch.float16 else "brrr_f16_load"
+        helper = STORE_HELPER.get(store.dtype, "brrr_f16_load")
         first = sympy.Symbol(start, integer=True)      # printed as is
         return [f"{indent}{helper}(&{store.buffer}[{cexpr(store.index.subs(var, first))}], "
                 f"&{load.buffer}[{cexpr(load.index.subs(var, first))}], {end} - ({start}));"]
@@ -88,34 +100,39 @@ def staged_loop(k: Kernel, body: list[Stmt], start: str, end: str, line, cexpr,
             s = copied
         out.append(f"{indent}    {line(s)}")
     out.append(f"{indent}  }}")
-    out += [f"{indent}  brrr_f16_store(&{buffer}[{cexpr(index.subs(var, c))}], {name}, c1 - c0);"
-            for (op, buffer, index), name in arrays.items() if op == "store"]
+    helper = {(s.buffer, s.index): STORE_HELPER[s.dtype] for s in stores}
+    out += [f"{indent}  {helper[buffer, index]}(&{buffer}[{cexpr(index.subs(var, c))}], {name}, "
+            "c1 - c0);" for (op, buffer, index), name in arrays.items() if op == "store"]
     return out + [f"{indent}}}"]
 
 
 def rounded_only_for(body: list[Stmt], stores: list[Stmt]) -> set[str]:
-    """Casts to float16 whose every reader is one of `stores` (their conversion rounds)."""
+    """Casts to float16 or bfloat16 whose every reader is one of `stores`, of the same
+    type (their conversion rounds)."""
     readers: dict[str, list[Stmt]] = {}
     for s in body:
         for a in s.args:
             readers.setdefault(a, []).append(s)
-    return {s.out for s in body if s.op == "cast" and s.dtype is torch.float16
-            and readers.get(s.out) and all(r in stores for r in readers[s.out])}
+    return {s.out for s in body if s.op == "cast" and s.dtype in STORE_HELPER
+            and readers.get(s.out)
+            and all(r in stores and r.dtype is s.dtype for r in readers[s.out])}
 
 
 def _conversion(k: Kernel, body: list[Stmt]):
-    """(load, store) when `body` only converts one float32 load into a float16 store or one
-    float16 load into a float32 store, both contiguous along the inner loop (casts between
-    them only to those two types: one rounding): the helper converts straight from the
+    """(load, store) when `body` only converts one float32 load into a float16 store (or a
+    bfloat16 one the CPU rounds: the note) or one float16 load into a float32 store, both
+    contiguous along the inner loop (casts between them only to those two types: one
+    rounding): the helper converts straight from the
     input to the output, with no local array between (staging a bare cast cost it about
     half again: its loop alternates short reads and writes)."""
-    if any(s.op not in ("load", "store", "cast") for s in body) or \
-            any(s.op == "cast" and s.dtype not in (torch.float16, torch.float32) for s in body):
-        return None
     loads = [s for s in body if s.op == "load"]
     stores = [s for s in body if s.op == "store"]
-    if len(loads) != 1 or len(stores) != 1 or \
-            {loads[0].dtype, stores[0].dtype} != {torch.float16, torch.float32}:
+    if len(loads) != 1 or len(stores) != 1 or any(s.op not in ("load", "store", "cast")
+                                                  for s in body):
+        return None
+    half = stores[0].dtype if stores[0].dtype in staged_store_types() else torch.float16
+    if {loads[0].dtype, stores[0].dtype} != {half, torch.float32} or \
+            any(s.op == "cast" and s.dtype not in (half, torch.float32) for s in body):
         return None
     var, allv = k.loop_vars[-1], k.all_vars()
     if any(linear_coeff(s.index, var, allv) != 1 for s in (loads[0], stores[0])):

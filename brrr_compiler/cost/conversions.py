@@ -12,13 +12,17 @@ phases the schedule stages (CppSchedule.staged) along the innermost reduced vari
 (codegen/cpp_staging.py), and column walks' loads the schedule stages
 (CppSchedule.column_stage) along the columns (codegen/cpp_column_stage.py). A rounding
 cast whose only readers are such stores prints no rounding of its own (the store's
-conversion rounds). Triton converts every float16 access in hardware.
+conversion rounds). bfloat16 stores of pointwise loops (and the casts only they read)
+count the same where the CPU rounds bfloat16 in one instruction
+(machine.staged_store_types): cpp_half.py stages them too. Triton converts every float16
+access in hardware.
 """
 from __future__ import annotations
 
 import torch
 
 from brrr_compiler.kernel_ir import Kernel, Phase
+from brrr_compiler.machine import staged_store_types
 from brrr_compiler.schedule_ir import TritonSchedule
 
 HARDWARE_COST = 0.5      # a 16-lane conversion and the chunk array's store and load, per value
@@ -35,7 +39,9 @@ def hardware_converted(kernel: Kernel, schedule, index: int, phase: Phase) -> se
         return set()
     kind = getattr(schedule, "kind", None)
     ops = ("load",) if kind == "columns" else ("load", "store")
-    picked = [s for s in phase.body if s.op in ops and s.dtype is torch.float16
+    types = {"load": {torch.float16},
+             "store": staged_store_types() if kind == "pointwise" else {torch.float16}}
+    picked = [s for s in phase.body if s.op in ops and s.dtype in types[s.op]
               and _unit(s.index, var)
               and (kind != "columns" or s.out in schedule.column_stage)]
     keys = {key(s) for s in picked}
@@ -44,7 +50,7 @@ def hardware_converted(kernel: Kernel, schedule, index: int, phase: Phase) -> se
     for s in phase.body:
         for a in s.args:
             readers.setdefault(a, set()).add(key(s))
-    keys |= {key(s) for s in phase.body if s.op == "cast" and s.dtype is torch.float16
+    keys |= {key(s) for s in phase.body if s.op == "cast" and s.dtype in types["store"]
              and s.out in stores and readers.get(s.out, set()) <= keys}
     return keys
 
