@@ -66,9 +66,9 @@ def rounds_bfloat16() -> bool:
 
 
 def staged_store_types() -> frozenset:
-    """The 16-bit float types whose stores, contiguous along a pointwise loop, the C++
-    printer stages into a local float array and converts after it with the target's
-    instructions (codegen/cpp_half.py): float16 everywhere (F16C or AVX-512; the
-    prelude's integer code where neither), bfloat16 where rounds_bfloat16(). The cost
-    model counts the same (cost/conversions.py)."""
+    """The 16-bit float types whose stores, contiguous along a pointwise loop or a row
+    walk, the C++ printers stage into a local float array and convert after it with the
+    target's instructions (codegen/cpp_half.py, codegen/cpp_staging.py): float16
+    everywhere (F16C or AVX-512; the prelude's integer code where neither), bfloat16
+    where rounds_bfloat16(). The cost model counts the same (cost/conversions.py)."""
     return frozenset({torch.float16, torch.bfloat16} if rounds_bfloat16() else {torch.float16})

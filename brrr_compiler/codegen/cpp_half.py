@@ -23,8 +23,9 @@ bfloat16 stores take the same path where the CPU has AVX512-BF16
 instruction for 16 values where the prelude's integer rounding takes 7 vector ops, and
 loops bound by their vector ALUs paid for those: silu over 2M bfloat16 values 609 -> 494
 us kernel alone, hardswish 349 -> ~220 (benchmarks/results/notes.md, "bfloat16 stores
-rounded by the CPU"). Elsewhere the integer rounding stays in the loop, where staging
-would only add the array's traffic. bfloat16 loads are a shift either way and stay.
+rounded by the CPU"); row walks stage theirs too (cpp_staging.py). Elsewhere the
+integer rounding stays in the loop, where staging would only add the array's traffic.
+bfloat16 loads are a shift either way and stay.
 """
 from __future__ import annotations
 

@@ -46,6 +46,10 @@ A float16 row read at unit stride converts with the prelude's brrr_f16_load (AVX
 F16C's vcvtph2ps, as pointwise loops do) instead of the integer conversion, 2 threads,
 kernels alone: sum over (16384, 64) 183 -> 111 us, var_mean over (2048, 256) 78 -> 36,
 layer_norm over (8192, 100) 265 -> 232, softmax over (4096, 200) 521 -> 506.
+Where the CPU rounds bfloat16 in one instruction, a row's bfloat16 stores stage the same
+way (brrr_bf16_store, codegen/cpp_half.py's note), but a walk that neither folds nor
+calls libm keeps its bfloat16 loads' shift in the loop: staging them too cost layer_norm
+over (2000, 1000) bfloat16 509 -> 554-584 us, the stores alone 358 -> 322 kernel alone.
 
 A float load that steps along the row by more than one element (a transposed or
 step-sliced input) kept gcc 12 from vectorizing a walk that called libm at all (a double
@@ -62,12 +66,12 @@ import dataclasses
 import sympy
 import torch
 
-from brrr_compiler.codegen.cpp_half import rounded_only_for
+from brrr_compiler.codegen.cpp_half import STORE_HELPER, rounded_only_for
 from brrr_compiler.codegen.cpp_types import CTYPE
 from brrr_compiler.kernel_ir import Stmt
 from brrr_compiler.scalar_ops import EXACT
-from brrr_compiler.schedule.rows import (bool_stores, byte_loads, half_loads, half_stores,
-                                         strided_loads)
+from brrr_compiler.schedule.rows import (bool_stores, byte_loads, calls_libm, half_loads,
+                                         half_stores, strided_loads)
 from brrr_compiler.transforms.loops import linear_coeff
 
 
@@ -81,12 +85,14 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     loads: dict = {}
     for s in byte_loads(body):
         loads.setdefault((s.buffer, s.index), f"st_{s.out}")
-    halves = {(s.buffer, s.index): (f"sh_{s.out}", s.dtype) for s in half_loads(body)}
+    halves = {(s.buffer, s.index): (f"sh_{s.out}", s.dtype) for s in _float_copies(body)}
     strided = {} if isinstance(inner, str) else \
         {(s.buffer, s.index): (f"sd_{s.out}", s.dtype) for s in strided_loads(body, inner)}
     stores = {(s.buffer, s.index): f"ss_{s.args[0]}" for s in bool_stores(body)}
     hstores = {} if isinstance(inner, str) else \
         {(s.buffer, s.index): f"hs_{s.args[0]}" for s in half_stores(body, inner)}
+    helpers = {(s.buffer, s.index): STORE_HELPER[s.dtype] for s in body if s.op == "store"
+               and s.dtype in STORE_HELPER}
     if not loads and not stores and not halves and not strided and not hstores:
         return [], body, []
     lane = {32: torch.int32, 64: torch.int64}[bits]
@@ -116,14 +122,23 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     after = [ln for (buffer, index), name in stores.items()
              for ln in copy(f"{buffer}[{cexpr(index)}]", f"(uint8_t){name}{at}")]
     lines += [f"{indent}float {name}[{chunk}];" for name in dict.fromkeys(hstores.values())]
-    after += [f"{indent}brrr_f16_store(&{buffer}[{_start(index, inner, cexpr)}], {name}, "
-              f"{hi} - st_lo);" for (buffer, index), name in hstores.items()]   # F16C: the note
+    after += [f"{indent}{helpers[key]}(&{key[0]}[{_start(key[1], inner, cexpr)}], {name}, "
+              f"{hi} - st_lo);" for key, name in hstores.items()]   # F16C: the note
     stores.update(hstores)
     position = sympy.Symbol(f"{inner} - st_lo", integer=True)     # printed as is
     exact = rounded_only_for(body, [s for s in body if s.op == "store"
                                     and (s.buffer, s.index) in hstores])
     body = [dataclasses.replace(s, value=EXACT) if s.out in exact else s for s in body]
     return lines, [_restaged(s, loads, halves, stores, position, lane) for s in body], after
+
+
+def _float_copies(body: list[Stmt]) -> list[Stmt]:
+    """The half loads `body` reads from float arrays: all float16 ones (F16C), bfloat16
+    ones where the walk folds or calls libm (the note); a walk staged only for its
+    bfloat16 stores (codegen/cpp_half.py) keeps their shift in its loop."""
+    keep = any(s.op == "reduce" for s in body) or \
+        calls_libm(body, {s.out: s.dtype for s in body if s.out})
+    return [s for s in half_loads(body) if s.dtype is torch.float16 or keep]
 
 
 def _start(index, inner, cexpr) -> str:

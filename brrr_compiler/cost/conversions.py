@@ -12,10 +12,9 @@ phases the schedule stages (CppSchedule.staged) along the innermost reduced vari
 (codegen/cpp_staging.py), and column walks' loads the schedule stages
 (CppSchedule.column_stage) along the columns (codegen/cpp_column_stage.py). A rounding
 cast whose only readers are such stores prints no rounding of its own (the store's
-conversion rounds). bfloat16 stores of pointwise loops (and the casts only they read)
-count the same where the CPU rounds bfloat16 in one instruction
-(machine.staged_store_types): cpp_half.py stages them too. Triton converts every float16
-access in hardware.
+conversion rounds). bfloat16 stores (and the casts only they read) count the same where
+the CPU rounds bfloat16 in one instruction (machine.staged_store_types): the printers
+stage them too. Triton converts every float16 access in hardware.
 """
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ def hardware_converted(kernel: Kernel, schedule, index: int, phase: Phase) -> se
         return set()
     kind = getattr(schedule, "kind", None)
     ops = ("load",) if kind == "columns" else ("load", "store")
-    types = {"load": {torch.float16},
-             "store": staged_store_types() if kind == "pointwise" else {torch.float16}}
+    types = {"load": {torch.float16}, "store": staged_store_types()}
     picked = [s for s in phase.body if s.op in ops and s.dtype in types[s.op]
               and _unit(s.index, var)
               and (kind != "columns" or s.out in schedule.column_stage)]

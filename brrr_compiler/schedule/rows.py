@@ -14,6 +14,7 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Stmt
+from brrr_compiler.machine import staged_store_types
 from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes
@@ -147,12 +148,13 @@ def bool_stores(body: list[Stmt]) -> list[Stmt]:
 
 
 def half_stores(body: list[Stmt], inner) -> list[Stmt]:
-    """The float16 stores of `body` contiguous along `inner` (a loop variable's symbol),
-    indexed as bool_stores' are: staged, they convert with the target's instructions
-    after the loop (codegen/cpp_staging.py)."""
-    loaded = {s.buffer for s in body if s.op == "load"}
+    """The float16 stores of `body` (bfloat16 ones too where the CPU rounds them in one
+    instruction: machine.staged_store_types) contiguous along `inner` (a loop variable's
+    symbol), indexed as bool_stores' are: staged, they convert with the target's
+    instructions after the loop (codegen/cpp_staging.py)."""
+    loaded, types = {s.buffer for s in body if s.op == "load"}, staged_store_types()
     return [s for s in _plainly_indexed(body, "store")
-            if s.dtype is torch.float16 and s.buffer not in loaded
+            if s.dtype in types and s.buffer not in loaded
             and linear_coeff(s.index, inner, (inner,)) == 1]
 
 
@@ -209,8 +211,9 @@ def _lane_bound(k: Kernel, staged: tuple) -> tuple:
 
 
 def _float16_rows(body: list[Stmt], inner) -> bool:
-    """Whether `body` loads or stores float16 values contiguously along the row
-    (`inner`): staged, they convert with the target's instructions (codegen/cpp_staging.py)."""
+    """Whether `body` loads or stores float16 values (or stores bfloat16 ones: half_stores)
+    contiguously along the row (`inner`): staged, they convert with the target's
+    instructions (codegen/cpp_staging.py)."""
     return inner is not None and (any(
         s.dtype is torch.float16 and linear_coeff(s.index, inner, (inner,)) == 1
         for s in half_loads(body)) or bool(half_stores(body, inner)))

@@ -64,13 +64,29 @@ def test_pointwise_bfloat16_stores_are_staged_where_the_cpu_rounds(staged):
     assert ("brrr_bf16_store(&out0[" in src and "omp simd" not in src) == staged, src
 
 
-def test_row_kernels_keep_the_rounding_in_their_loop(staged):
-    """A staged row phase stages its loads too, which cost layer_norm more than the
-    rounding saves (cpp_half.py's note)."""
+def test_row_walks_stage_their_stores_but_not_their_loads(staged):
+    """layer_norm's output walk: the store rounds after the chunk, the loads stay shifts
+    in the loop (staging them cost more than the rounding saves: cpp_staging.py)."""
     x, w = torch.randn(64, 1000).to(BF16), torch.randn(1000).to(BF16)
     g = plan_of(lambda a, w: torch.nn.functional.layer_norm(a, (1000,), w, w), x, w).groups
     src = "".join(cpp.kernel_source(lower_group(k, k.name), 2) for k in g)
-    assert "brrr_bf16_store" not in src and "brrr_round_bf16" in src, src
+    assert ("brrr_bf16_store(&out0[" in src) == staged, src
+    assert ("brrr_round_bf16" in src) != staged and "brrr_bf16_load(" not in src, src
+
+
+def test_row_walks_keep_eagers_bits(monkeypatch):
+    """layer_norm and softmax over rows, staged and not: the same bits."""
+    x = _sweep()[:64 * 1000].view(64, 1000).nan_to_num(0.0).clamp(-1e4, 1e4).to(BF16)
+    w = torch.randn(1000)
+    for fn in (lambda a: torch.nn.functional.layer_norm(a, (1000,), w.to(BF16)),
+               lambda a: a.float().softmax(-1).to(BF16),
+               lambda a: (a.float().softmax(-1) * 1e-36).to(BF16)):     # subnormal results
+        outs = []
+        for hardware in (True, False):
+            monkeypatch.setattr(machine, "rounds_bfloat16", lambda: hardware)
+            outs.append(_compiled(fn, x))
+        assert outs[0].isfinite().all()
+        _assert_same_bits(*outs)
 
 
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 255, 257, 8193])

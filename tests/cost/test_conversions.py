@@ -1,9 +1,10 @@
 """float16 conversions priced as the printers print them (cost/conversions.py): the
 target's instructions where the printer converts a chunk at a time, the prelude's
-integer code elsewhere, bfloat16 unchanged."""
+integer code elsewhere; bfloat16 stores as float16's where the CPU rounds bfloat16 in one
+instruction, bfloat16 loads never (a shift either way)."""
 import torch
 
-from brrr_compiler import scalar_ops
+from brrr_compiler import machine, scalar_ops
 from brrr_compiler.cost.conversions import HARDWARE_COST, hardware_converted
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.lower.group import lower_group
@@ -38,12 +39,23 @@ def test_row_walks_and_pointwise_loops_convert_float16_in_hardware():
     assert {("load", torch.float16), ("store", torch.float16)} <= set(got)
 
 
-def test_strided_and_bfloat16_accesses_keep_their_integer_conversion():
+def test_strided_and_bfloat16_accesses_keep_their_integer_conversion(monkeypatch):
+    monkeypatch.setattr(machine, "rounds_bfloat16", lambda: False)
     assert _converted(lambda x: x.softmax(-1), torch.randn(64, 1024).bfloat16()) == []
     # a column walk copies a transposed float16 input's bits; the walk converts them
     x, y = torch.randn(8, 7, 8, 16).half(), torch.randn(8, 7, 16, 8).half()
     got = _converted(lambda x, y: (x - y.mT).amax(0), x, y)
     assert got.count(("load", torch.float16)) == 1     # x's, contiguous
+
+
+def test_bfloat16_stores_convert_in_hardware_where_the_cpu_rounds_them(monkeypatch):
+    """AVX512-BF16 (machine.rounds_bfloat16): the row walk's and the pointwise loop's
+    stores and the casts only they read, never the loads (a shift either way)."""
+    monkeypatch.setattr(machine, "rounds_bfloat16", lambda: True)
+    x = torch.randn(64, 1024).bfloat16()
+    for fn in (lambda x: x.softmax(-1), lambda x: x * 2 + 1):
+        got = _converted(fn, x)
+        assert set(got) == {("store", torch.bfloat16), ("cast", torch.bfloat16)}, got
 
 
 def test_hardware_conversions_cost_less():
