@@ -22,6 +22,12 @@ backward). So user-visible outputs keep eager's strides.
 Eligible: a non-transposed 4-d convolution of float32/bfloat16 CPU tensors with static
 shapes, when oneDNN is available, whose arithmetic outweighs the copies of graph inputs
 (images, weights) it would need on every call (`_pays`). Anything else is left as it is.
+Of those, a run of convolutions to the end of the network that each timed faster NCHW on
+this machine stays NCHW (_conv_timing.py has the note, _conv_choice.py the rule), their
+inputs copied back to it where an earlier convolution's layout reaches them (ResNet's
+last stage over 2x2 pixels: 2.2-2.5x faster so on the Intel VM); the others go
+channels-last. MEASURE = False skips the timing (every eligible convolution goes
+channels-last), for tests that assert a layout.
 """
 import copy
 import logging
@@ -31,19 +37,18 @@ from torch._guards import detect_fake_mode
 from torch.fx import Graph, GraphModule, Node, map_arg
 from torch.fx.experimental.symbolic_shapes import free_symbols
 
+from ._conv_choice import LAYOUT_ARGS as _LAYOUT_ARGS
+from ._conv_choice import is_channels_last as _is_channels_last
+from ._conv_choice import timed_choice
 from ._purity import is_view
 
 aten = torch.ops.aten
 logger = logging.getLogger("brrr.passes")
 
-# op -> positions of its tensor arguments that go channels-last
-_LAYOUT_ARGS = {
-    aten.convolution.default: (0, 1),
-    aten.convolution_backward.default: (0, 1, 2),
-}
 _DTYPES = (torch.float32, torch.bfloat16)
 _VIEWS = (aten.view.default, aten._unsafe_view.default)
 LAYOUT_FREE_OUTPUTS = "layout_free_outputs"   # the gm.meta key of the module note
+MEASURE = True     # time each eligible convolution's layouts (module note)
 
 
 def conv_channels_last(gm: GraphModule) -> GraphModule:
@@ -53,9 +58,11 @@ def conv_channels_last(gm: GraphModule) -> GraphModule:
             or not torch.backends.mkldnn.is_available() or not _static(gm.graph):
         return gm
     graph = copy.deepcopy(gm.graph)      # nodes' meta dicts are copied, their values shared
-    convs = [n for n in graph.nodes if n.target in _LAYOUT_ARGS and _eligible(n) and _pays(n)]
+    paying = [n for n in graph.nodes if n.target in _LAYOUT_ARGS and _eligible(n) and _pays(n)]
+    convs = timed_choice(paying) if MEASURE else paying
     try:
-        _to_channels_last(graph, convs, set(gm.meta.get(LAYOUT_FREE_OUTPUTS, ())))
+        _to_channels_last(graph, convs, set(gm.meta.get(LAYOUT_FREE_OUTPUTS, ())),
+                          [n for n in paying if n not in convs])
     except Exception as err:    # an op FakeTensors cannot re-run: no layout change at all
         logger.warning("conv_channels_last: layouts left as they were (%s)", err)
         return gm
@@ -63,7 +70,8 @@ def conv_channels_last(gm: GraphModule) -> GraphModule:
     return gm
 
 
-def _to_channels_last(graph: Graph, convs: list, free: set) -> None:
+def _to_channels_last(graph: Graph, convs: list, free: set, nchw: list) -> None:
+    """`convs` go channels-last, `nchw` (timed faster so) read contiguous inputs."""
     before = [_strides(v) for v in _output_values(graph)]
     copies: dict[Node, Node] = {}
     for conv in convs:
@@ -72,6 +80,8 @@ def _to_channels_last(graph: Graph, convs: list, free: set) -> None:
                 copy_ = _copy_to_channels_last(graph, conv.args[pos], conv, copies)
                 conv.update_arg(pos, copy_)
     mode = _repropagate(graph)
+    if _copy_to_contiguous(graph, nchw):
+        mode = _repropagate(graph)
     _drop_needless(graph, copies)
     _restore_outputs(graph, before, free, mode)
 
@@ -121,8 +131,20 @@ def _pays(node: Node) -> bool:
     return flops >= MIN_FLOPS_PER_COPIED_BYTE * copied
 
 
-def _is_channels_last(val: torch.Tensor) -> bool:
-    return val.is_contiguous(memory_format=torch.channels_last)
+def _copy_to_contiguous(graph: Graph, convs: list) -> bool:
+    """A contiguous copy of each layout argument of `convs` that an earlier convolution's
+    layout made channels-last; whether any was made."""
+    made = False
+    for conv in convs:
+        for pos in _LAYOUT_ARGS[conv.target]:
+            arg = conv.args[pos]
+            if not arg.meta["val"].is_contiguous():
+                with graph.inserting_before(conv):
+                    copy_ = graph.call_function(aten.clone.default, (arg,),
+                                                {"memory_format": torch.contiguous_format})
+                conv.update_arg(pos, copy_)
+                made = True
+    return made
 
 
 def _copy_to_channels_last(graph: Graph, arg: Node, conv: Node, copies: dict) -> Node:
