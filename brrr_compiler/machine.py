@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from brrr_compiler.scalar_ops import EXACT
+
 GIB, MIB = 1 << 30, 1 << 20
 
 
@@ -72,3 +74,22 @@ def staged_store_types() -> frozenset:
     everywhere (F16C or AVX-512; the prelude's integer code where neither), bfloat16
     where rounds_bfloat16(). The cost model counts the same (cost/conversions.py)."""
     return frozenset({torch.float16, torch.bfloat16} if rounds_bfloat16() else {torch.float16})
+
+
+BF16_MIN_RUN = 16      # vcvtneps2bf16 rounds 16 values: a shorter loop only pays the staging
+
+
+def stages_store(store, body: list, extent=None) -> bool:
+    """Whether the C++ printers stage `store` (a kernel IR store statement of `body`,
+    contiguous along its loop of static length `extent`, None where unknown) and convert
+    it after the loop: a float16 store always; a bfloat16 one where rounds_bfloat16(),
+    its value a rounding cast made in `body` (a loaded or already exact value stores its
+    bits with one shift: staging a circular pad's copies made it 5x slower) and the loop
+    at least BF16_MIN_RUN long where its length is known."""
+    if store.dtype not in staged_store_types():
+        return False
+    if store.dtype is torch.float16:
+        return True
+    made = {s.out: s for s in body if s.out is not None}.get(store.args[0])
+    return (made is not None and made.op == "cast" and made.dtype is torch.bfloat16
+            and made.value != EXACT and (extent is None or extent >= BF16_MIN_RUN))

@@ -19,7 +19,7 @@ a computed index (a gather), and buffers the loop both reads and writes, keep th
 prelude's conversions. The arrays stay in L1 (1 KB each).
 
 bfloat16 stores take the same path where the CPU has AVX512-BF16
-(machine.staged_store_types): `brrr_bf16_store` rounds with vcvtneps2bf16, one
+(machine.stages_store): `brrr_bf16_store` rounds with vcvtneps2bf16, one
 instruction for 16 values where the prelude's integer rounding takes 7 vector ops, and
 loops bound by their vector ALUs paid for those: silu over 2M bfloat16 values 609 -> 494
 us kernel alone, hardswish 349 -> ~220 (benchmarks/results/notes.md, "bfloat16 stores
@@ -36,7 +36,7 @@ import torch
 
 from brrr_compiler.codegen.cpp_strided import strided_copies
 from brrr_compiler.kernel_ir import Kernel, Stmt
-from brrr_compiler.machine import staged_store_types
+from brrr_compiler.machine import stages_store, staged_store_types
 from brrr_compiler.scalar_ops import EXACT
 from brrr_compiler.transforms.loops import linear_coeff
 
@@ -51,10 +51,14 @@ def staged_halves(k: Kernel, body: list[Stmt]) -> tuple[list[Stmt], list[Stmt]]:
     loaded = {s.buffer for s in body if s.op == "load"}
     stored = {s.buffer for s in body if s.op == "store"}
 
-    types = {"load": {torch.float16}, "store": staged_store_types()}
+    extent = k.ranges[-1] if k.ranges else None
+    extent = int(extent) if sympy.sympify(extent).is_Integer else None
+
+    def converted(s: Stmt) -> bool:     # machine.stages_store
+        return s.dtype is torch.float16 if s.op == "load" else stages_store(s, body, extent)
 
     def plain(s: Stmt) -> bool:
-        return (s.dtype in types[s.op] and s.buffer not in loaded & stored
+        return (converted(s) and s.buffer not in loaded & stored
                 and linear_coeff(s.index, var, allv) == 1
                 and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from brrr_compiler.kernel_ir import Kernel, Phase
-from brrr_compiler.machine import staged_store_types
+from brrr_compiler.machine import stages_store, staged_store_types
 from brrr_compiler.schedule_ir import TritonSchedule
 
 HARDWARE_COST = 0.5      # a 16-lane conversion and the chunk array's store and load, per value
@@ -38,9 +38,11 @@ def hardware_converted(kernel: Kernel, schedule, index: int, phase: Phase) -> se
         return set()
     kind = getattr(schedule, "kind", None)
     ops = ("load",) if kind == "columns" else ("load", "store")
-    types = {"load": {torch.float16}, "store": staged_store_types()}
-    picked = [s for s in phase.body if s.op in ops and s.dtype in types[s.op]
-              and _unit(s.index, var)
+    extent = kernel.ranges[-1] if kind == "pointwise" and kernel.ranges else None
+    extent = int(extent) if extent is not None and getattr(extent, "is_Integer", False) else None
+    picked = [s for s in phase.body if s.op in ops and _unit(s.index, var)
+              and (s.dtype is torch.float16 if s.op == "load"
+                   else stages_store(s, phase.body, extent))
               and (kind != "columns" or s.out in schedule.column_stage)]
     keys = {key(s) for s in picked}
     stores = {s.args[0] for s in picked if s.op == "store"}
@@ -48,7 +50,7 @@ def hardware_converted(kernel: Kernel, schedule, index: int, phase: Phase) -> se
     for s in phase.body:
         for a in s.args:
             readers.setdefault(a, set()).add(key(s))
-    keys |= {key(s) for s in phase.body if s.op == "cast" and s.dtype in types["store"]
+    keys |= {key(s) for s in phase.body if s.op == "cast" and s.dtype in staged_store_types()
              and s.out in stores and readers.get(s.out, set()) <= keys}
     return keys
 

@@ -14,7 +14,7 @@ import sympy
 import torch
 
 from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Stmt
-from brrr_compiler.machine import staged_store_types
+from brrr_compiler.machine import stages_store
 from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes
@@ -148,13 +148,13 @@ def bool_stores(body: list[Stmt]) -> list[Stmt]:
 
 
 def half_stores(body: list[Stmt], inner) -> list[Stmt]:
-    """The float16 stores of `body` (bfloat16 ones too where the CPU rounds them in one
-    instruction: machine.staged_store_types) contiguous along `inner` (a loop variable's
-    symbol), indexed as bool_stores' are: staged, they convert with the target's
-    instructions after the loop (codegen/cpp_staging.py)."""
-    loaded, types = {s.buffer for s in body if s.op == "load"}, staged_store_types()
+    """The float16 stores of `body` (bfloat16 ones of rounded values too where the CPU
+    rounds them in one instruction: machine.stages_store) contiguous along `inner` (a loop
+    variable's symbol), indexed as bool_stores' are: staged, they convert with the
+    target's instructions after the loop (codegen/cpp_staging.py)."""
+    loaded = {s.buffer for s in body if s.op == "load"}
     return [s for s in _plainly_indexed(body, "store")
-            if s.dtype in types and s.buffer not in loaded
+            if stages_store(s, body) and s.buffer not in loaded
             and linear_coeff(s.index, inner, (inner,)) == 1]
 
 

@@ -64,6 +64,16 @@ def test_pointwise_bfloat16_stores_are_staged_where_the_cpu_rounds(staged):
     assert ("brrr_bf16_store(&out0[" in src and "omp simd" not in src) == staged, src
 
 
+def test_copies_and_short_loops_keep_their_stores_in_the_loop(staged):
+    """A loaded bfloat16 value stores its bits with one shift, and a loop shorter than the
+    instruction's 16 values only pays the staging (machine.stages_store)."""
+    x = torch.randn(5000, 64).to(BF16)
+    src = _source(lambda t: torch.cat([t[:, 40:], t], 1), x)        # no rounding: copies
+    assert "brrr_bf16_store" not in src and "brrr_bf16_bits" in src, src
+    src = _source(lambda t: (t[:, :6].float() * 2).sigmoid().to(BF16), x)   # rows of 6
+    assert "brrr_bf16_store" not in src and "brrr_round_bf16" in src, src
+
+
 def test_row_walks_stage_their_stores_but_not_their_loads(staged):
     """layer_norm's output walk: the store rounds after the chunk, the loads stay shifts
     in the loop (staging them cost more than the rounding saves: cpp_staging.py)."""
