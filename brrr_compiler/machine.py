@@ -6,6 +6,7 @@ import functools
 import os
 from pathlib import Path
 
+import sympy
 import torch
 
 from brrr_compiler.scalar_ops import EXACT
@@ -81,7 +82,8 @@ BF16_MIN_RUN = 16      # vcvtneps2bf16 rounds 16 values: a shorter loop only pay
 
 def stages_store(store, body: list, extent=None) -> bool:
     """Whether the C++ printers stage `store` (a kernel IR store statement of `body`,
-    contiguous along its loop of static length `extent`, None where unknown) and convert
+    contiguous along its loop of length `extent`: a number or sympy expression, None or
+    symbolic where unknown) and convert
     it after the loop: a float16 store always; a bfloat16 one where rounds_bfloat16(),
     its value a rounding cast made in `body` (a loaded or already exact value stores its
     bits with one shift: staging a circular pad's copies made it 5x slower) and the loop
@@ -91,5 +93,6 @@ def stages_store(store, body: list, extent=None) -> bool:
     if store.dtype is torch.float16:
         return True
     made = {s.out: s for s in body if s.out is not None}.get(store.args[0])
+    n = sympy.sympify(extent) if extent is not None else None
     return (made is not None and made.op == "cast" and made.dtype is torch.bfloat16
-            and made.value != EXACT and (extent is None or extent >= BF16_MIN_RUN))
+            and made.value != EXACT and (n is None or not n.is_Integer or n >= BF16_MIN_RUN))

@@ -52,7 +52,6 @@ def staged_halves(k: Kernel, body: list[Stmt]) -> tuple[list[Stmt], list[Stmt]]:
     stored = {s.buffer for s in body if s.op == "store"}
 
     extent = k.ranges[-1] if k.ranges else None
-    extent = int(extent) if sympy.sympify(extent).is_Integer else None
 
     def converted(s: Stmt) -> bool:     # machine.stages_store
         return s.dtype is torch.float16 if s.op == "load" else stages_store(s, body, extent)

@@ -89,10 +89,9 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     strided = {} if isinstance(inner, str) else \
         {(s.buffer, s.index): (f"sd_{s.out}", s.dtype) for s in strided_loads(body, inner)}
     stores = {(s.buffer, s.index): f"ss_{s.args[0]}" for s in bool_stores(body)}
-    hstores = {} if isinstance(inner, str) else \
-        {(s.buffer, s.index): f"hs_{s.args[0]}" for s in half_stores(body, inner)}
-    helpers = {(s.buffer, s.index): STORE_HELPER[s.dtype] for s in body if s.op == "store"
-               and s.dtype in STORE_HELPER}
+    staged = [] if isinstance(inner, str) else half_stores(body, inner)
+    hstores = {(s.buffer, s.index): f"hs_{s.args[0]}" for s in staged}
+    helpers = {(s.buffer, s.index): STORE_HELPER[s.dtype] for s in staged}
     if not loads and not stores and not halves and not strided and not hstores:
         return [], body, []
     lane = {32: torch.int32, 64: torch.int64}[bits]

@@ -13,7 +13,7 @@ phases the schedule stages (CppSchedule.staged) along the innermost reduced vari
 (CppSchedule.column_stage) along the columns (codegen/cpp_column_stage.py). A rounding
 cast whose only readers are such stores prints no rounding of its own (the store's
 conversion rounds). bfloat16 stores (and the casts only they read) count the same where
-the CPU rounds bfloat16 in one instruction (machine.staged_store_types): the printers
+the CPU rounds bfloat16 in one instruction (machine.stages_store): the printers
 stage them too. Triton converts every float16 access in hardware.
 """
 from __future__ import annotations
@@ -39,7 +39,6 @@ def hardware_converted(kernel: Kernel, schedule, index: int, phase: Phase) -> se
     kind = getattr(schedule, "kind", None)
     ops = ("load",) if kind == "columns" else ("load", "store")
     extent = kernel.ranges[-1] if kind == "pointwise" and kernel.ranges else None
-    extent = int(extent) if extent is not None and getattr(extent, "is_Integer", False) else None
     picked = [s for s in phase.body if s.op in ops and _unit(s.index, var)
               and (s.dtype is torch.float16 if s.op == "load"
                    else stages_store(s, phase.body, extent))
