@@ -26,16 +26,17 @@ def is_channels_last(val: torch.Tensor) -> bool:
     return val.is_contiguous(memory_format=torch.channels_last)
 
 
-def timed_choice(convs: list) -> list:
+def timed_choice(convs: list, left_nchw: set = frozenset()) -> list:
     """The convolutions of `convs` (in graph order) that stay channels-last: all but the
     forward ones timed faster NCHW (each with its input channels-last where a convolution
-    comes before it: _conv_timing.py) whose every convolution downstream goes NCHW too,
-    and the backward ones of those (the module note)."""
+    comes before it: _conv_timing.py) whose every convolution downstream goes NCHW too
+    (or is in `left_nchw`, convolutions that stay NCHW anyway), and the backward ones of
+    those (the module note)."""
     faster = {n for n in convs if n.target is aten.convolution.default and not
               faster_channels_last(*_shapes(n), _after_a_conv(n.args[0]) or _nhwc(n.args[0]))}
     nchw: set = set()
     for n in reversed(convs):
-        if n in faster and all(d in nchw for d in _convs_after(n)):
+        if n in faster and all(d in nchw or d in left_nchw for d in _convs_after(n)):
             nchw.add(n)
             _NCHW_FORWARD.add(_key(n))
     nchw |= {n for n in convs if n.target is not aten.convolution.default

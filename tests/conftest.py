@@ -47,3 +47,16 @@ def epyc_streaming_threshold(monkeypatch):
     that runs it."""
     from brrr_compiler.schedule import stream
     monkeypatch.setattr(stream, "stream_min_bytes", lambda: 32 << 20)
+
+
+@pytest.fixture(autouse=True)
+def untimed_conv_layouts(monkeypatch):
+    """Every eligible convolution goes channels-last (passes/conv_channels_last.MEASURE off):
+    what a test's graph holds does not depend on how fast this machine, under the other
+    test worker's load, ran a convolution each way (a test of the weight copies' reuse
+    found none where the timing chose NCHW). Tests of the timed choice turn it back on."""
+    import sys
+
+    import brrr_compiler.passes  # noqa: F401  (registers the pass modules)
+    monkeypatch.setattr(sys.modules["brrr_compiler.passes.conv_channels_last"], "MEASURE",
+                        False)

@@ -15,13 +15,6 @@ CL = torch.channels_last
 PASS = __import__("sys").modules[_module.__module__]   # the module, not the function
 
 
-@pytest.fixture(autouse=True)
-def _untimed(monkeypatch):
-    """Every eligible convolution goes channels-last: the layouts these tests assert do
-    not depend on what this machine times (the timed choice has its own tests below)."""
-    monkeypatch.setattr(PASS, "MEASURE", False)
-
-
 def _pass(fn, *args, tracing_mode="fake", free=()):
     gm = make_fx(fn, tracing_mode=tracing_mode)(*args)
     gm.meta[LAYOUT_FREE_OUTPUTS] = free
@@ -200,6 +193,23 @@ def test_a_convolution_whose_copies_outweigh_its_arithmetic_stays_as_it_is():
     _check(gm, fn, *args)
 
 
+def test_a_convolution_that_does_not_pay_after_a_channels_last_one_reads_nchw():
+    """ResNet's last stage at batch 1: the second convolution (a 64x64x3x3 weight giving
+    2x2 pixels) does too little arithmetic to copy its weight to channels-last; its input,
+    channels-last after the first convolution, is copied back to contiguous, or ATen would
+    copy the weight itself on every call to follow the input's layout."""
+    def fn(x, w1, w2):
+        return F.conv2d(F.relu(F.conv2d(x, w1, padding=1)), w2, stride=8, padding=1)
+
+    args = (torch.randn(1, 8, 16, 16), torch.randn(64, 8, 3, 3) / 8, torch.randn(64, 64, 3, 3) / 24)
+    gm = _pass(fn, *args)
+    convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
+    assert _is_cl(convs[0].meta["val"]) and convs[1].meta["val"].is_contiguous()
+    assert convs[1].args[1].op == "placeholder"           # the weight is read as it is
+    assert convs[1].args[0].kwargs["memory_format"] is torch.contiguous_format
+    _check(gm, fn, *args)
+
+
 def _timed(monkeypatch, answer):
     """The pass asks the timing (MEASURE on), which answers `answer` for every shape."""
     monkeypatch.setattr(PASS, "MEASURE", True)
@@ -246,6 +256,21 @@ def test_a_convolution_timed_faster_nchw_before_a_channels_last_one_stays_channe
     gm = _pass(fn, *args)
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
     assert all(_is_cl(c.meta["val"]) for c in convs)
+    _check(gm, fn, *args)
+
+
+def test_a_run_to_the_end_may_close_with_convolutions_that_do_not_pay(monkeypatch):
+    """The first convolution, timed faster NCHW, is followed only by one that stays NCHW
+    because copying its weight would not pay: both run NCHW, with no copy at all."""
+    asked = _timed(monkeypatch, lambda shape: False)
+
+    def fn(x, w1, w2):
+        return F.conv2d(F.relu(F.conv2d(x, w1, padding=1)), w2, padding=1)
+
+    args = (torch.randn(1, 16, 4, 4), torch.randn(16, 16, 3, 3), torch.randn(64, 16, 3, 3))
+    gm = _pass(fn, *args)
+    assert [a[0] for a in asked] == [(1, 16, 4, 4)]
+    assert _layout_copies(gm) == []
     _check(gm, fn, *args)
 
 
