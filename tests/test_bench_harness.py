@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.test_benchmarks_smoke import _bench_module
 
@@ -63,3 +64,29 @@ def test_patterns_whose_outputs_outgrow_memory_are_skipped(monkeypatch):
     monkeypatch.setattr(bp, "max_output_bytes", lambda: big - 1)
     found = bp.pattern_at(16, size)
     assert found is None or bp._output_bytes(*found[1:]) < big
+
+
+def test_an_ill_conditioned_step_passes_only_if_its_float64_step_is_eagers():
+    """model_check.verdict: a gradient off float64 by 4x eager's error (outside the fair
+    rules) passes where the backend's own float64 step matches eager's, not otherwise,
+    and one off by 20x eager's fails without running the float64 step."""
+    mc = _bench_module("model_check")
+    g = torch.Generator().manual_seed(0)
+    r64 = [torch.randn(64, generator=g, dtype=torch.float64)]
+    noise = torch.randn(64, generator=g, dtype=torch.float64)
+    eager = [(r64[0] + 1e-2 * noise).float()]
+    asked = []
+
+    def step64(same):
+        def run():
+            asked.append(same)
+            return [r64[0] + (0 if same else 1e-6)]
+        return run
+
+    def judge(scale, same):
+        out = [(r64[0] + scale * 1e-2 * noise.flip(0)).float()]
+        return mc.verdict(out, eager, lambda: r64, None, step64(same))[1]
+
+    assert judge(4, True).startswith("ok in float64")
+    assert judge(4, False) == "mismatch"
+    assert judge(20, True) == "mismatch" and asked == [True, False]
