@@ -45,7 +45,8 @@ def online_walk(printer, pair: OnlinePair, indent: str) -> list[str]:
               f"{body}  acc_{mx.out} = c_{mx.out};", f"{body}}}",
               f"{body}if (acc_{mx.out} != -({ct})__builtin_inf()) {{   // all -inf so far: adds 0",
               f"{body}  const {ct} {mx.out} = acc_{mx.out};"]
-    lines += acc.decls(sm, body + "  ", "c_", "cn_", "ci_", lanes=True)
+    if not printer.in_lanes(pair.second):   # a block of lanes declares its own
+        lines += acc.decls(sm, body + "  ", "c_", "cn_", "ci_", lanes=True)
     lines += printer.chunk(pair.second, [sm], body + "  ", inner, m)
     lines += [f"{body}}}", f"{body}cb = ce;", f"{indent}}}", indent + acc.finish(mx)]
     nan = f"(nan_{mx.out} || acc_{mx.out} == -({ct})__builtin_inf()) && n_red > 0"

@@ -179,7 +179,7 @@ class ReductionPrinter(AcrossRows):
                                  for r in reds) else CHUNK
         if reds and all(r.value in ARG_FOLDS + ("max", "min") for r in reds):
             chunk = ARG_CHUNK
-        lanes = self._of_phase(self.sched.sum_lanes, phase)
+        lanes = self.in_lanes(phase)
         chunk = lanes_chunk(self, reds, lanes) if lanes else chunk
         if reds and all(r.value == "prod" for r in reds):
             chunk = PROD_CHUNK           # in a block of lanes too
@@ -219,7 +219,7 @@ class ReductionPrinter(AcrossRows):
         """The innermost loop over one segment, its reductions folded into c_* (and then
         into acc_* when `fold`)."""
         lines, body, after, sub = [], phase.body, [], ""
-        lanes = self._of_phase(self.sched.sum_lanes, phase)
+        lanes = self.in_lanes(phase)
         bits = self._staged_bits(phase)
         if bits:                         # masks as int lanes, halves as floats: cpp_staging.py
             lines, body, after = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}",
@@ -240,6 +240,10 @@ class ReductionPrinter(AcrossRows):
         for r in reds if fold else ():
             lines += self.acc.combine(r, indent, "c_", "cn_", "ci_", sub)
         return lines
+
+    def in_lanes(self, phase) -> int | None:
+        """The block of lanes `phase`'s folds add in (cpp_sum_lanes.py), if they do."""
+        return self._of_phase(self.sched.sum_lanes, phase)
 
     def _staged_bits(self, phase) -> int | None:
         """The lane width `phase`'s byte loads are staged at (cpp_staging.py), if they are:

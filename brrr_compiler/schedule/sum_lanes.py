@@ -21,6 +21,15 @@ ahead: x.sum() over 2M floats 102-111 -> 88-89 us, var_mean over (2048, 1024) 21
 layer_norm over (2048, 768) 238-256 -> 203-230 (benchmarks/results/notes.md, "Sums in
 blocks of lanes").
 
+A shorter row of static length (MIN_SHORT_ROW <= n < MIN_ROW) takes a block of one vector's
+lanes (SHORT_LANES_BYTES: 16 floats on AVX-512, two AVX2 vectors): the lanes are those
+of the one-vector walk, element for element, but they fold as a tree. gcc's fold of a
+sum's 16 lanes in order, 16 dependent scalar adds after each chunk, was half of a
+softmax over rows of 100 floats: its sum walk's exps cost less than the fold
+(benchmarks/results/notes.md, "Short rows fold as a tree"). Only walks that compute a
+transcendental take it (a layer_norm over rows of 100, whose walks only add, ran 1.6x
+slower in lanes), the sum of the one-walk max and sum of exps among them.
+
 A float max or min is the same chain (vmaxps waits on the vector before it, 4 cycles),
 and its NaN flag rides along as an int lane each: amax over 500K floats in cache, one
 thread, 62 -> 33 us ("Maxes in blocks of lanes"). So is a product (vmulps); its block's
@@ -32,10 +41,13 @@ from __future__ import annotations
 import sympy
 
 from brrr_compiler.kernel_ir import Kernel
+from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.transforms.loops import inner_varying
 
 LANES_BYTES = 256
 MIN_ROW = 512
+SHORT_LANES_BYTES = 64      # one AVX-512 vector: a short row's block (module note)
+MIN_SHORT_ROW = 32          # two such blocks: a shorter row is mostly remainder
 FOLDS = ("sum", "max", "min", "prod")      # the folds a block of lanes takes
 
 
@@ -46,9 +58,12 @@ def sum_lane_phases(k: Kernel, staged: tuple, online: int | None,
     if not k.reduction_vars:
         return ()
     row = sympy.sympify(k.reduction_ranges[-1])
-    if not (row.is_Integer and int(row) >= MIN_ROW):
+    if not (row.is_Integer and int(row) >= MIN_SHORT_ROW):
         return ()
-    skip = {i for i, _ in staged} | ({online, online + 1} if online is not None else set())
+    short = int(row) < MIN_ROW
+    block = SHORT_LANES_BYTES if short else LANES_BYTES
+    pair = set() if online is None else {online} if short else {online, online + 1}
+    skip = {i for i, _ in staged} | pair
     inner = k.reduction_vars[-1]
     out = []
     for i, p in enumerate(k.phases):
@@ -59,8 +74,10 @@ def sum_lane_phases(k: Kernel, staged: tuple, online: int | None,
         if any(s.op == "column_reduce" or (s.op == "store" and s.buffer in stream)
                for s in p.body) or _invariant_summand(p.body, inner):
             continue
+        if short and not any(s.op in TABLE and TABLE[s.op].transcendentals for s in p.body):
+            continue
         widest = max(r.dtype.itemsize for r in reds)
-        out.append((i, LANES_BYTES // max(widest, 4)))
+        out.append((i, block // max(widest, 4)))
     return tuple(out)
 
 

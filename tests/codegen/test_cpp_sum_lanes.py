@@ -8,7 +8,7 @@ from torch.testing import FileCheck
 
 from brrr_compiler.codegen import cpp
 from brrr_compiler.lower.group import lower_group
-from brrr_compiler.schedule.sum_lanes import MIN_ROW
+from brrr_compiler.schedule.sum_lanes import MIN_ROW, MIN_SHORT_ROW
 from tests.helpers import check_against_eager, plan_of
 
 
@@ -39,12 +39,39 @@ def test_double_sums_keep_thirty_two_lanes():
 
 
 @pytest.mark.parametrize("fn,n", [(lambda x: x.sum(-1), MIN_ROW - 1),
-                                  (lambda x: x.softmax(-1), 2048)],
-                         ids=["short", "softmax"])
+                                  (lambda x: x.softmax(-1), 2048),
+                                  (lambda x: x.exp().sum(-1), MIN_SHORT_ROW - 1)],
+                         ids=["short", "softmax", "shorter"])
 def test_walks_not_taken(fn, n):
-    """Short rows and the one-walk max and sum of exps keep their simd reductions."""
+    """Short rows that only add, long rows' one-walk max and sum of exps, and rows
+    shorter than two blocks keep their simd reductions."""
     src = _source(fn, torch.randn(16, n))
     assert "brrr_fold_lanes" not in src and "reduction(" in src, src
+
+
+def test_a_short_row_sum_of_exps_folds_one_vector_of_lanes_as_a_tree():
+    """A softmax over rows of 100: the one-walk max and sum of exps adds its exps in
+    16 lanes folded as a tree (schedule/sum_lanes.py), its max as before."""
+    src = _source(lambda x: x.softmax(-1), torch.randn(64, 100))
+    (FileCheck().check("reduction(max:").check("float c_v5[16];")
+     .check("for (; lb + 16 <= ce - ro * m0; lb += 16) {").check("brrr_expf_nonpos(")
+     .check("brrr_fold_lanes<16>(c_v5);").run(src))
+
+
+@pytest.mark.parametrize("n", [32, 33, 100, 257, 511])
+def test_short_rows_of_exps_match_eager_with_nan_and_inf(n):
+    """softmax (scratch rows), log_softmax (the one-walk max and sum of exps) and a sum
+    of exps over short rows of odd lengths: a NaN in a block and in the remainder, a row
+    of -inf, a row holding +inf, gradients through softmax."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(6, n, generator=g) * 4
+    x[1, n // 3], x[2, n - 1] = float("nan"), float("nan")
+    x[3], x[4, 5] = -float("inf"), float("inf")
+    check_against_eager(lambda t: (t.softmax(-1), t.log_softmax(-1), t.exp().sum(-1)), x,
+                        grad=False)
+    y = torch.randn(9, n, generator=g, requires_grad=True)
+    check_against_eager(lambda t: (t.softmax(-1) * t).sum(), y)
+    check_against_eager(lambda t: t.log_softmax(-1), x[:3].to(torch.bfloat16), grad=False)
 
 
 def test_a_long_row_max_folds_its_lanes_and_nan_flags_as_trees():
