@@ -21,8 +21,9 @@ backward). So user-visible outputs keep eager's strides.
 
 Eligible: a non-transposed 4-d convolution of float32/bfloat16 CPU tensors with static
 shapes, when oneDNN is available, whose arithmetic outweighs the copies of graph inputs
-(images, weights) it would need on every call (`_pays`); one that does not pay reads its input contiguous where an earlier
-convolution's layout made it channels-last (`_nchw_weight`). Anything else is left as it is.
+(images, weights) it would need on every call (`_pays`); one that does not pay reads
+its input contiguous where an earlier convolution's layout made it channels-last and its
+weight is NCHW and larger (`_reads_nchw`). Anything else is left as it is.
 Of those, a run of convolutions to the end of the network that each timed faster NCHW on
 this machine stays NCHW (_conv_timing.py has the note, _conv_choice.py the rule), their
 inputs copied back to it where an earlier convolution's layout reaches them (ResNet's
@@ -61,11 +62,11 @@ def conv_channels_last(gm: GraphModule) -> GraphModule:
     graph = copy.deepcopy(gm.graph)      # nodes' meta dicts are copied, their values shared
     eligible = [n for n in graph.nodes if n.target in _LAYOUT_ARGS and _eligible(n)]
     paying = [n for n in eligible if _pays(n)]
-    unpaid = {n for n in eligible if n not in paying and _nchw_weight(n)}
+    unpaid = {n for n in eligible if n not in paying and _reads_nchw(n)}
     convs = timed_choice(paying, unpaid) if MEASURE else paying
+    nchw = [n for n in eligible if n in unpaid or n in paying and n not in convs]
     try:
-        _to_channels_last(graph, convs, set(gm.meta.get(LAYOUT_FREE_OUTPUTS, ())),
-                          [n for n in eligible if n not in convs and _nchw_weight(n)])
+        _to_channels_last(graph, convs, set(gm.meta.get(LAYOUT_FREE_OUTPUTS, ())), nchw)
     except Exception as err:    # an op FakeTensors cannot re-run: no layout change at all
         logger.warning("conv_channels_last: layouts left as they were (%s)", err)
         return gm
@@ -134,15 +135,20 @@ def _pays(node: Node) -> bool:
     return flops >= MIN_FLOPS_PER_COPIED_BYTE * copied
 
 
-def _nchw_weight(node: Node) -> bool:
-    """Whether the weight of a convolution left out of channels-last is NCHW. Such a
-    convolution reads its input contiguous: ATen runs a convolution channels-last if
-    either argument is, so one whose input came channels-last from an earlier
-    convolution would copy its NCHW weight on every call, inside ATen (ResNet's last
-    stage at batch 1, which does not pay for the copies: 3 x 280 us a call of 3.2 ms on
-    the Intel VM, to spare an input copy of 4 KB)."""
-    return not _is_channels_last(node.args[1 if node.target is aten.convolution.default
-                                           else 2].meta["val"])
+def _reads_nchw(node: Node) -> bool:
+    """Whether a convolution left out of channels-last reads its other layout arguments
+    contiguous: where its weight is NCHW and larger than they are together. ATen runs a
+    convolution channels-last if either argument is, so one whose input came
+    channels-last from an earlier convolution would copy its NCHW weight on every call,
+    inside ATen (ResNet's last stage at batch 1, which does not pay for the copies: 3 x
+    280 us a call of 3.2 ms on the Intel VM, to spare an input copy of 4 KB); where the
+    input is the larger, that weight copy is the cheaper one."""
+    vals = [node.args[p].meta["val"] for p in _LAYOUT_ARGS[node.target]]
+    weight = vals.pop(1 if node.target is aten.convolution.default else 2)
+
+    def size(v):
+        return v.numel() * v.element_size()
+    return not _is_channels_last(weight) and sum(size(v) for v in vals) <= size(weight)
 
 
 def _copy_to_contiguous(graph: Graph, convs: list) -> bool:

@@ -210,6 +210,19 @@ def test_a_convolution_that_does_not_pay_after_a_channels_last_one_reads_nchw():
     _check(gm, fn, *args)
 
 
+def test_a_convolution_that_does_not_pay_keeps_a_larger_input_channels_last():
+    """The second convolution (stride 32: 2x2 pixels out) does not pay for its weight
+    copy either, but its channels-last input (128 KB) outweighs its weight (4.6 KB):
+    ATen's copy of the weight is the cheaper one, so the input is not copied back."""
+    def fn(x, w1, w2):
+        return F.conv2d(F.relu(F.conv2d(x, w1, padding=1)), w2, stride=32)
+
+    args = (torch.randn(1, 3, 64, 64), torch.randn(8, 3, 3, 3) / 4, torch.randn(16, 8, 3, 3) / 8)
+    gm = _pass(fn, *args)
+    assert torch.contiguous_format not in _layout_copies(gm)
+    _check(gm, fn, *args)
+
+
 def _timed(monkeypatch, answer):
     """The pass asks the timing (MEASURE on), which answers `answer` for every shape."""
     monkeypatch.setattr(PASS, "MEASURE", True)
