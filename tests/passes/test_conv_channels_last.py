@@ -219,7 +219,9 @@ def test_a_convolution_that_does_not_pay_keeps_a_larger_input_channels_last():
 
     args = (torch.randn(1, 3, 64, 64), torch.randn(8, 3, 3, 3) / 4, torch.randn(16, 8, 3, 3) / 8)
     gm = _pass(fn, *args)
-    assert torch.contiguous_format not in _layout_copies(gm)
+    second = [n for n in gm.graph.nodes if n.target is aten.convolution.default][1]
+    assert second.args[0].target is aten.relu.default, second.args[0]
+    assert _is_cl(second.args[0].meta["val"])
     _check(gm, fn, *args)
 
 
