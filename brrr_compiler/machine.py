@@ -96,3 +96,11 @@ def stages_store(store, body: list, extent=None) -> bool:
     n = sympy.sympify(extent) if extent is not None else None
     return (made is not None and made.op == "cast" and made.dtype is torch.bfloat16
             and made.value != EXACT and (n is None or not n.is_Integer or n >= BF16_MIN_RUN))
+
+
+def converts_in_chunks(access, body: list, extent=None) -> bool:
+    """Whether the C++ printers convert the half-precision load or store `access` through
+    a chunk array with the target's instructions: every float16 load, the stores
+    stages_store takes (the same arguments)."""
+    return access.dtype is torch.float16 if access.op == "load" else \
+        stages_store(access, body, extent)

@@ -26,6 +26,11 @@ def is_channels_last(val: torch.Tensor) -> bool:
     return val.is_contiguous(memory_format=torch.channels_last)
 
 
+def weight_position(node: Node) -> int:
+    """Where the weight is among the arguments of a convolution or its backward."""
+    return 1 if node.target is aten.convolution.default else 2
+
+
 def timed_choice(convs: list, left_nchw: set = frozenset()) -> list:
     """The convolutions of `convs` (in graph order) that stay channels-last: all but the
     forward ones timed faster NCHW (each with its input channels-last where a convolution
@@ -53,7 +58,8 @@ def _shapes(node: Node) -> tuple:
     """(input, weight, stride, padding, dilation, groups, copy_weight) of the forward
     convolution `node` is or differentiates."""
     forward = node.target is aten.convolution.default
-    x, w = (node.args[0], node.args[1]) if forward else (node.args[1], node.args[2])
+    w = node.args[weight_position(node)]
+    x = node.args[weight_position(node) - 1]
     stride, padding, dilation = node.args[3:6] if forward else node.args[4:7]
     groups = node.args[8] if forward else node.args[9]
     copy_weight = w.op == "placeholder" and not is_channels_last(w.meta["val"])

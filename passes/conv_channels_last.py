@@ -41,7 +41,7 @@ from torch.fx.experimental.symbolic_shapes import free_symbols
 
 from ._conv_choice import LAYOUT_ARGS as _LAYOUT_ARGS
 from ._conv_choice import is_channels_last as _is_channels_last
-from ._conv_choice import timed_choice
+from ._conv_choice import timed_choice, weight_position
 from ._purity import is_view
 
 aten = torch.ops.aten
@@ -75,7 +75,8 @@ def conv_channels_last(gm: GraphModule) -> GraphModule:
 
 
 def _to_channels_last(graph: Graph, convs: list, free: set, nchw: list) -> None:
-    """`convs` go channels-last, `nchw` (timed faster so) read contiguous inputs."""
+    """`convs` go channels-last; `nchw` (timed faster so, or not paying for the copies:
+    `_reads_nchw`) read contiguous inputs."""
     before = [_strides(v) for v in _output_values(graph)]
     copies: dict[Node, Node] = {}
     for conv in convs:
@@ -125,7 +126,7 @@ def _pays(node: Node) -> bool:
     every call; values made inside the graph are counted free (a convolution before made
     them NHWC, or their producer's kernel writes them so)."""
     forward = node.target is aten.convolution.default
-    weight = node.args[1 if forward else 2].meta["val"]
+    weight = node.args[weight_position(node)].meta["val"]
     out = node.meta["val"] if forward else node.args[0].meta["val"]   # backward: grad_output
     passes = 1 if forward else 2                                      # backward: two GEMMs
     flops = 2 * passes * out.numel() * weight[0].numel()
@@ -144,7 +145,7 @@ def _reads_nchw(node: Node) -> bool:
     280 us a call of 3.2 ms on the Intel VM, to spare an input copy of 4 KB); where the
     input is the larger, that weight copy is the cheaper one."""
     vals = [node.args[p].meta["val"] for p in _LAYOUT_ARGS[node.target]]
-    weight = vals.pop(1 if node.target is aten.convolution.default else 2)
+    weight = vals.pop(weight_position(node))
 
     def size(v):
         return v.numel() * v.element_size()

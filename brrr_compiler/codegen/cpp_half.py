@@ -36,7 +36,7 @@ import torch
 
 from brrr_compiler.codegen.cpp_strided import strided_copies
 from brrr_compiler.kernel_ir import Kernel, Stmt
-from brrr_compiler.machine import stages_store, staged_store_types
+from brrr_compiler.machine import converts_in_chunks, staged_store_types
 from brrr_compiler.scalar_ops import EXACT
 from brrr_compiler.transforms.loops import linear_coeff
 
@@ -53,11 +53,8 @@ def staged_halves(k: Kernel, body: list[Stmt]) -> tuple[list[Stmt], list[Stmt]]:
 
     extent = k.ranges[-1] if k.ranges else None
 
-    def converted(s: Stmt) -> bool:     # machine.stages_store
-        return s.dtype is torch.float16 if s.op == "load" else stages_store(s, body, extent)
-
     def plain(s: Stmt) -> bool:
-        return (converted(s) and s.buffer not in loaded & stored
+        return (converts_in_chunks(s, body, extent) and s.buffer not in loaded & stored
                 and linear_coeff(s.index, var, allv) == 1
                 and not {v.name for v in sympy.sympify(s.index).free_symbols} & computed)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from brrr_compiler.kernel_ir import Kernel, Phase
-from brrr_compiler.machine import stages_store, staged_store_types
+from brrr_compiler.machine import converts_in_chunks, staged_store_types
 from brrr_compiler.schedule_ir import TritonSchedule
 
 HARDWARE_COST = 0.5      # a 16-lane conversion and the chunk array's store and load, per value
@@ -40,8 +40,7 @@ def hardware_converted(kernel: Kernel, schedule, index: int, phase: Phase) -> se
     ops = ("load",) if kind == "columns" else ("load", "store")
     extent = kernel.ranges[-1] if kind == "pointwise" and kernel.ranges else None
     picked = [s for s in phase.body if s.op in ops and _unit(s.index, var)
-              and (s.dtype is torch.float16 if s.op == "load"
-                   else stages_store(s, phase.body, extent))
+              and converts_in_chunks(s, phase.body, extent)
               and (kind != "columns" or s.out in schedule.column_stage)]
     keys = {key(s) for s in picked}
     stores = {s.args[0] for s in picked if s.op == "store"}
