@@ -116,3 +116,16 @@ def test_negative_zero_keeps_its_sign_in_every_lane(dtype):
     assert torch.equal(torch.signbit(out), torch.signbit(f(a, b))), \
         torch.signbit(out).flatten(1).sum(1)
     check_against_eager(f, a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), 0.0])
+def test_one_lane_outside_the_domain_in_each_position_of_a_vector(dtype, bad):
+    """The all-lanes-inside test (brrr_all_inside: mask registers on AVX-512) must see a
+    lane outside log's domain in any of a full vector's positions: row i holds `bad`
+    in position i of 64 otherwise ordinary arguments (0 and inf sit at the domain's
+    edges: inside it, so they reach libmvec's own special-case path)."""
+    x = torch.rand(64, 64, dtype=dtype) + 0.5
+    x[torch.arange(64), torch.arange(64)] = bad
+    check_against_eager(lambda t: torch.log(t) * 2, x, grad=False)
+    check_against_eager(lambda t: torch.acos(t - 1.0), x, grad=False)
