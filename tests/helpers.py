@@ -224,6 +224,16 @@ def plan_of(fn, *args, policy=None, max_args: int = 48):
     return partition(aten_graph(fn, *args), policy or GreedyPolicy(), max_args)
 
 
+def one_kernel_source(fn, *args) -> str:
+    """The C++ source of the one kernel brrr makes for `fn` (two threads), from its
+    `extern` on: what codegen tests match their text against."""
+    from brrr_compiler.codegen import cpp
+    plan = plan_of(fn, *args)
+    assert len(plan.groups) == 1, str(plan)
+    g = plan.groups[0]
+    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+
+
 def spy_builds(monkeypatch) -> list[str]:
     """Record the library path of every C++ compile (a cache miss) in runtime/build.py."""
     from brrr_compiler.runtime import build

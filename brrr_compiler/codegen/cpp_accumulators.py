@@ -51,6 +51,9 @@ def init_value(kind: str, ct: str, dtype: torch.dtype) -> str:
         else "(-INT64_C(9223372036854775807) - 1)"
 
 
+# A row walk's segments hold at most CHUNK elements (cpp_reduce.py, whose module note
+# has why; cpp_online.py walks in them too)
+CHUNK = 1024
 CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|", "all": "&"}
 
 

@@ -25,6 +25,8 @@ all -inf so far add nothing, as exp(-inf - m) adds 0.
 """
 from __future__ import annotations
 
+from brrr_compiler.codegen.cpp_accumulators import CHUNK
+from brrr_compiler.codegen.cpp_static_row import whole_row, whole_row_walk
 from brrr_compiler.schedule.online import OnlinePair
 
 
@@ -35,6 +37,13 @@ def online_walk(printer, pair: OnlinePair, indent: str) -> list[str]:
     mx, sm = pair.max_, pair.sum_
     ct, st = printer.ctype[mx.dtype], acc.total_ctype(sm) or printer.ctype[sm.dtype]
     lines = acc.decls(mx, indent, "acc_", "nan_", "ai_") + acc.decls(sm, indent, "acc_", "nan_", "ai_")
+    extent = whole_row(printer, pair.first, [mx], CHUNK, "0", "n_red", False)
+    if extent is not None:     # one segment: the two walks, each a static row's
+        lines += whole_row_walk(printer, pair.first, [mx], indent, extent, False)
+        lines += [f"{indent}if (acc_{mx.out} != -({ct})__builtin_inf()) {{   // all -inf: adds 0",
+                  f"{indent}  const {ct} {mx.out} = acc_{mx.out};"]
+        lines += whole_row_walk(printer, pair.second, [sm], indent + "  ", extent, False)
+        return lines + [f"{indent}}}"] + _finish(printer, mx, sm, ct, indent)
     inner, m, head = printer.segment_head(indent, "0", "n_red")
     body = indent + "  "
     lines += head + acc.decls(mx, body, "c_", "cn_", "ci_", lanes=True)
@@ -48,8 +57,14 @@ def online_walk(printer, pair: OnlinePair, indent: str) -> list[str]:
     if not printer.in_lanes(pair.second):   # a block of lanes declares its own
         lines += acc.decls(sm, body + "  ", "c_", "cn_", "ci_", lanes=True)
     lines += printer.chunk(pair.second, [sm], body + "  ", inner, m)
-    lines += [f"{body}}}", f"{body}cb = ce;", f"{indent}}}", indent + acc.finish(mx)]
+    lines += [f"{body}}}", f"{body}cb = ce;", f"{indent}}}"]
+    return lines + _finish(printer, mx, sm, ct, indent)
+
+
+def _finish(printer, mx, sm, ct: str, indent: str) -> list[str]:
+    """The row's max, and its sum: NaN where the max is NaN or every value -inf."""
     nan = f"(nan_{mx.out} || acc_{mx.out} == -({ct})__builtin_inf()) && n_red > 0"
     sct = printer.ctype[sm.dtype]
-    return lines + [f"{indent}const {sct} {sm.out} = {nan} ? ({sct})__builtin_nan(\"\") : ({sct})acc_{sm.out};"]
+    return [indent + printer.acc.finish(mx),
+            f"{indent}const {sct} {sm.out} = {nan} ? ({sct})__builtin_nan(\"\") : ({sct})acc_{sm.out};"]
 

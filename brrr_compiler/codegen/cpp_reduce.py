@@ -24,7 +24,7 @@ import torch
 
 from brrr_compiler.codegen.cpp_arg_lanes import lane_chunk, lane_update
 from brrr_compiler.codegen.cpp_across import AcrossRows
-from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, CLAUSE, Accumulators,
+from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, CHUNK, CLAUSE, Accumulators,
                                                      adds_in_order, arg_update,
                                                      invariant_sums, is_short,
                                                      signed_sums, sums_into_totals, update)
@@ -36,6 +36,7 @@ from brrr_compiler.codegen.cpp_parallel import parallel_loop, pragma
 from brrr_compiler.codegen.cpp_prefetch import NextRowPrefetch
 from brrr_compiler.codegen.cpp_row_lanes import column_lanes, row_lanes
 from brrr_compiler.codegen.cpp_split_row import split_folds, split_plain
+from brrr_compiler.codegen.cpp_static_row import whole_row, whole_row_walk
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.codegen.cpp_staging import stage
 from brrr_compiler.codegen.cpp_sum_lanes import lanes_chunk, lanes_walk
@@ -48,7 +49,6 @@ from brrr_compiler.schedule_ir import CppSchedule
 from brrr_compiler.transforms.scratch import rows_in_outputs
 from brrr_compiler.transforms.signs import known_signs
 
-CHUNK = 1024
 # A float32 sum of values that may cancel: its float lanes add at most SUM_CHUNK / lanes
 # values each before the chunk's total goes on in double. With 1024 (128 adds a lane at
 # AVX2 widths) the sum of 10,000 randn values erred 2.8x eager's cascade sum (median over
@@ -93,11 +93,12 @@ class ReductionPrinter(AcrossRows):
         self.bits = frozenset()      # while a loop phase prints: cpp_hoist.invariant_bits
 
     def body_lines(self, stmts: list[Stmt], indent: str, chunk: bool, shared: bool = False,
-                   lanes: bool = False, acc_sub: str = "") -> list[str]:
+                   lanes: bool = False, acc_sub: str = "", part: str = "c") -> list[str]:
         """`lanes`: arg folds update their lane's pair (cpp_arg_lanes.py). `shared`: values
         the split row's threads read from outside their parallel region (a bool among them
         is held as cpp_types.held_ctype says). `acc_sub`: what indexes a sum's partial (a
-        lane of cpp_sum_lanes.py's block), and a max's NaN flag."""
+        lane of cpp_sum_lanes.py's block), and a max's NaN flag. `part`: the partials'
+        prefix (c_*, cn_*, ci_*; t_* for a static row's tail, cpp_static_row.py)."""
         out = []
         for s in stmts:
             if s.op != "reduce":
@@ -107,11 +108,12 @@ class ReductionPrinter(AcrossRows):
             elif s.value in ARG_FOLDS and lanes:
                 out += lane_update(s.value, s.out, s.args[0], s.args[1], indent)
             elif s.value in ARG_FOLDS:
-                out.append(indent + arg_update(s.value, f"c_{s.out}", f"ci_{s.out}", s.args[0], s.args[1]))
+                out.append(indent + arg_update(s.value, f"{part}_{s.out}", f"{part}i_{s.out}",
+                                               s.args[0], s.args[1]))
             else:
-                out.append(indent + update(s.value, f"c_{s.out}{acc_sub}", s.args[0]))
+                out.append(indent + update(s.value, f"{part}_{s.out}{acc_sub}", s.args[0]))
                 if s.value in ("max", "min"):
-                    out.append(f"{indent}cn_{s.out}{acc_sub} |= ({s.args[0]} != {s.args[0]});")
+                    out.append(f"{indent}{part}n_{s.out}{acc_sub} |= ({s.args[0]} != {s.args[0]});")
         return out
 
     def _line(self, s: Stmt) -> str:
@@ -186,6 +188,9 @@ class ReductionPrinter(AcrossRows):
 
         if self._staged_bits(phase):     # arrays of CHUNK elements, lanes or not
             chunk = min(chunk, CHUNK)
+        extent = None if fence else whole_row(self, phase, reds, chunk, lo, hi, flat)
+        if extent is not None:           # one static segment: cpp_static_row.py
+            return whole_row_walk(self, phase, reds, indent, extent, prefetch)
         inner, m, lines = self.segment_head(indent, lo, hi, chunk, flat)
         for r in reds if not lanes else ():      # a block of lanes declares its own
             lines += self.acc.decls(r, indent + "  ", "c_", "cn_", "ci_", lanes=True)

@@ -6,17 +6,11 @@ import torch
 import torch.nn.functional as F
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
-from brrr_compiler.lower.group import lower_group
 from brrr_compiler.schedule.sum_lanes import MIN_ROW, MIN_SHORT_ROW
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, one_kernel_source
 
 
-def _source(fn, *args) -> str:
-    plan = plan_of(fn, *args)
-    assert len(plan.groups) == 1, str(plan)
-    g = plan.groups[0]
-    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+_source = one_kernel_source
 
 
 def test_a_long_row_sum_adds_in_a_block_of_lanes_folded_as_a_tree():
