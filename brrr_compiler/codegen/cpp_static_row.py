@@ -9,11 +9,15 @@ store into the spilled vector and a 64-byte load of it, which store forwarding c
 serve (perf over a softmax over rows of 50: the loads after those stores held a fifth of
 the kernel's samples, and the sum fold after its lane remainder another eighth). So a
 walk that folds a max or min, or sums in a block of lanes (cpp_sum_lanes.py), walks the
-first E - E % U elements (U: one vector of the walk's narrowest values, or the block)
+first E - E % U elements (U: one vector of the walk's narrowest values, or its block)
 and the last E % U in a plain loop into partials of their own (t_*, tn_*, ti_*), folded
 into the row's totals after the vector part's: no store meets a wider load. A walk of
 plain simd sums keeps gcc's epilogue, which merged its remainder without the stall and
-ran faster than a scalar tail (var_mean over rows of 100: 221 against 265 us).
+ran faster than a scalar tail (var_mean over rows of 100: 221 against 265 us), and so
+does a row of 512 or more (schedule/sum_lanes.py: its block of lanes is four vectors,
+and the lanes walk runs its partial block vectorized): there a scalar tail cost more
+than the stall (bfloat16 amax over rows of 1000, a block's 40 values: 225 -> 320 us; over
+rows of 3000, a vector's 24: 175 -> 185).
 benchmarks/results/notes.md, "Static short rows", has the measurements.
 """
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import sympy
 
 from brrr_compiler.codegen.cpp_accumulators import ARG_FOLDS
+from brrr_compiler.schedule.sum_lanes import SHORT_LANES_BYTES
 
 VECTOR_BYTES = 64          # the widest vector gcc is given (AVX-512; a multiple of AVX2's)
 
@@ -43,8 +48,10 @@ def vector_part(phase, reds, extent: int, lanes: int | None) -> int:
     """How many of the row's first elements the vector loop takes (the module note)."""
     if not reds or not (lanes or any(r.value in ("max", "min") for r in reds)):
         return extent          # gcc's epilogue of a plain simd sum measured faster
-    unit = lanes or VECTOR_BYTES // min(
-        [s.dtype.itemsize for s in phase.body if s.dtype is not None] + [4])
+    if lanes and lanes * max(max(r.dtype.itemsize for r in reds), 4) > SHORT_LANES_BYTES:
+        return extent          # a long row's block (the module note)
+    unit = lanes or VECTOR_BYTES // min([s.dtype.itemsize for s in phase.body
+                                         if s.dtype is not None] + [4])
     return extent - extent % unit
 
 

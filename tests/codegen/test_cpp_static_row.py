@@ -26,6 +26,15 @@ def test_a_row_of_whole_vectors_has_constant_bounds_and_no_tail():
     assert "ce = 64;" in src and "t_v" not in src, src
 
 
+@pytest.mark.parametrize("fn,shape,dtype", [
+    (lambda x: x.sum(-1), (64, 100), torch.float32),            # plain simd sums
+    (lambda x: x.amax(-1), (16, 1000), torch.bfloat16),         # a long row's block
+], ids=["plain_sum", "long_row"])
+def test_walks_that_keep_gccs_epilogue(fn, shape, dtype):
+    src = _source(fn, torch.randn(shape, dtype=dtype))
+    assert f"ce = {shape[1]};" in src and "t_v" not in src, src
+
+
 def test_rows_longer_than_a_chunk_keep_their_segments():
     assert "the whole row" not in _source(lambda x: x.amax(-1), torch.randn(4, 20000))
     assert "the whole row" not in _source(lambda x: x.sum(-1), torch.randn(4, 5000))
