@@ -126,7 +126,7 @@ class ReductionPrinter(AcrossRows):
         converted before it (cpp_hoist.invariant_bits)."""
         outside = {a for s in phase.body for a in s.args} - {s.out for s in phase.body}
         rv = self.k.reduction_vars
-        staged = half_stores(phase.body, rv[-1]) if rv and self._staged_bits(phase) else []
+        staged = half_stores(phase.body, rv[-1]) if rv and self.staged_bits(phase) else []
         converted, self.bits = invariant_bits([s for s in phase.body if s not in staged],
                                               outside, indent)   # staged: cpp_staging.py
         lines = converted + self._walk(phase, indent, split)
@@ -186,7 +186,7 @@ class ReductionPrinter(AcrossRows):
         if reds and all(r.value == "prod" for r in reds):
             chunk = PROD_CHUNK           # in a block of lanes too
 
-        if self._staged_bits(phase):     # arrays of CHUNK elements, lanes or not
+        if self.staged_bits(phase):     # arrays of CHUNK elements, lanes or not
             chunk = min(chunk, CHUNK)
         extent = None if fence else whole_row(self, phase, reds, chunk, lo, hi, flat)
         if extent is not None:           # one static segment: cpp_static_row.py
@@ -225,7 +225,7 @@ class ReductionPrinter(AcrossRows):
         into acc_* when `fold`)."""
         lines, body, after, sub = [], phase.body, [], ""
         lanes = self.in_lanes(phase)
-        bits = self._staged_bits(phase)
+        bits = self.staged_bits(phase)
         if bits:                         # masks as int lanes, halves as floats: cpp_staging.py
             lines, body, after = stage(body, inner, f"cb - ro * {m}", f"ce - ro * {m}",
                                        CHUNK, self.cexpr, indent, bits)
@@ -250,7 +250,7 @@ class ReductionPrinter(AcrossRows):
         """The block of lanes `phase`'s folds add in (cpp_sum_lanes.py), if they do."""
         return self._of_phase(self.sched.sum_lanes, phase)
 
-    def _staged_bits(self, phase) -> int | None:
+    def staged_bits(self, phase) -> int | None:
         """The lane width `phase`'s byte loads are staged at (cpp_staging.py), if they are:
         into arrays of CHUNK lanes, so its segments are at most CHUNK long (a min's
         segments of ARG_CHUNK overran them: a kernel that also called cos on a masked

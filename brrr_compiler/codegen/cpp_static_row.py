@@ -36,7 +36,7 @@ def whole_row(printer, phase, reds, chunk: int, lo: str, hi: str, flat: bool) ->
     rv, extent = printer.k.reduction_vars, sympy.sympify(printer.row_extent)
     if flat or len(rv) != 1 or (lo, hi) != ("0", "n_red") or not extent.is_Integer:
         return None
-    if int(extent) > chunk or printer._staged_bits(phase) or any(
+    if int(extent) > chunk or printer.staged_bits(phase) or any(
             r.value in ARG_FOLDS for r in reds):
         return None
     if not reds and printer.stream & {s.buffer for s in phase.body if s.op == "store"}:
