@@ -156,6 +156,15 @@ static inline bool brrr_all_inside(brrr_v8d x, double lo, double hi, M) {
   const unsigned char ge = __builtin_ia32_cmppd512_mask(x, brrr_v8d{} + lo, 13, lanes, 4);
   return __builtin_ia32_cmppd512_mask(x, brrr_v8d{} + hi, 2, ge, 4) == 0xff;
 }
+#elif defined(__AVX__) && defined(__GNUC__) && !defined(__clang__)
+// AVX's widest vectors: the lanes' sign bits in one movmsk (the log kernel over 2M floats
+// compiled for AVX2 alone, on the AVX-512 VM: 515-548 -> 484-531 us)
+template <int N, typename M> static inline bool brrr_all_inside(brrr_v8f, float, float, M ok) {
+  return __builtin_ia32_movmskps256((brrr_v8f)ok) == 0xff;
+}
+template <int N, typename M> static inline bool brrr_all_inside(brrr_v4d, double, double, M ok) {
+  return __builtin_ia32_movmskpd256((brrr_v4d)ok) == 0xf;
+}
 #endif
 template <int N, typename F, typename V> static inline V brrr_call_in(F f, V x) {
   return f(x);
