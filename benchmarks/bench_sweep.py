@@ -52,11 +52,14 @@ UNCHECKABLE = ("rand", "normal", "bernoulli", "multinomial", "dropout", "empty",
                "exponential", "geometric", "cauchy", "log_normal", "poisson", "randint")
 
 
-def enlarge(sample, min_bytes: int):
+def enlarge(sample, min_bytes: int, input_only: bool = False):
     """A copy of `sample` whose largest tensor holds at least `min_bytes` (module
-    docstring), or None when it has no tensor of rank >= 1 to grow."""
+    docstring), or None when it has no tensor of rank >= 1 to grow. `input_only`: only
+    sample.input grows (INPUT_ONLY)."""
     from torch.testing._internal.opinfo.core import SampleInput
     flat, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+    if input_only:
+        flat = [sample.input] if isinstance(sample.input, torch.Tensor) else []
     tensors = [x for x in flat if isinstance(x, torch.Tensor)]
     rank = max((t.ndim for t in tensors), default=0)
     if rank == 0 or any(t.layout != torch.strided for t in tensors):
@@ -72,6 +75,8 @@ def enlarge(sample, min_bytes: int):
             return x.detach().repeat(k, *[1] * (rank - 1))
         return x.detach() if isinstance(x, torch.Tensor) else x
 
+    if input_only:
+        return SampleInput(grow(sample.input), args=sample.args, kwargs=sample.kwargs)
     inp, args, kwargs = tree_unflatten([grow(x) for x in flat], spec)
     return SampleInput(inp, args=tuple(args), kwargs=kwargs)
 
@@ -132,6 +137,12 @@ MAX_OUTPUTS = 256
 # and eager's kernel both pair every class with every target), which stalled a whole
 # sweep. They are left out, named on stderr.
 QUADRATIC = frozenset({"nn.functional.multilabel_margin_loss"})
+# Convolutions grow their input's batch only: a sample whose input batch and weight's
+# output channels were equal grew both, and its output with their product (conv1d's
+# (50000, 4, 5) input by a (50000, 4, 3) weight: a 20 GB output, which killed the
+# sweep's process for memory in three runs in a row).
+INPUT_ONLY = frozenset(f"nn.functional.conv{kind}{n}d" for kind in ("", "_transpose")
+                       for n in (1, 2, 3))
 
 
 def op_cases(op, dtype: torch.dtype, args) -> list[dict]:
@@ -144,7 +155,7 @@ def op_cases(op, dtype: torch.dtype, args) -> list[dict]:
         return []
     rows = []
     for i, sample in enumerate(h.samples(op, dtype, grad=False)):
-        big = enlarge(sample, int(args.min_bytes))
+        big = enlarge(sample, int(args.min_bytes), input_only=h.op_key(op) in INPUT_ONLY)
         made = h.sample_fn(op, big, "op") if big is not None else None
         if made is None:
             continue
