@@ -25,7 +25,7 @@ from __future__ import annotations
 import sympy
 
 from brrr_compiler.codegen.cpp_accumulators import ARG_FOLDS
-from brrr_compiler.schedule.sum_lanes import SHORT_LANES_BYTES
+from brrr_compiler.schedule.sum_lanes import MIN_ROW
 
 VECTOR_BYTES = 64          # the widest vector gcc is given (AVX-512; a multiple of AVX2's)
 
@@ -48,8 +48,8 @@ def vector_part(phase, reds, extent: int, lanes: int | None) -> int:
     """How many of the row's first elements the vector loop takes (the module note)."""
     if not reds or not (lanes or any(r.value in ("max", "min") for r in reds)):
         return extent          # gcc's epilogue of a plain simd sum measured faster
-    if lanes and lanes * max(max(r.dtype.itemsize for r in reds), 4) > SHORT_LANES_BYTES:
-        return extent          # a long row's block (the module note)
+    if lanes and extent >= MIN_ROW:
+        return extent          # a long row's block of four vectors (the module note)
     unit = lanes or VECTOR_BYTES // min([s.dtype.itemsize for s in phase.body
                                          if s.dtype is not None] + [4])
     return extent - extent % unit

@@ -4,11 +4,18 @@ libmvec's vector widths and scalar libm round differently, so before, a row of e
 inputs came out with its last elements an ulp off: its std was not 0 and std's gradient
 (defined only where the std is exactly 0) was arbitrary.
 """
+import ctypes
+import subprocess
+from dataclasses import replace
+
 import pytest
 import torch
 
 from brrr_compiler import scalar_ops
-from tests.helpers import check_against_eager
+from brrr_compiler.codegen import cpp
+from brrr_compiler.lower.group import lower_group
+from brrr_compiler.runtime.toolchain import NATIVE_FLAG, find_toolchain
+from tests.helpers import check_against_eager, plan_of
 
 LIBM = [r for r in scalar_ops.TABLE.values() if r.libmvec]
 
@@ -134,14 +141,6 @@ def test_one_lane_outside_the_domain_in_each_position_of_a_vector(dtype, bad):
 def _avx2_library(fn, x, tmp_path):
     """fn's one kernel compiled for an AVX2 target without AVX-512 (the prelude's AVX
     branch, which -march=native on an AVX-512 machine never takes), loaded."""
-    import ctypes
-    import subprocess
-    from dataclasses import replace
-
-    from brrr_compiler.codegen import cpp
-    from brrr_compiler.lower.group import lower_group
-    from brrr_compiler.runtime.toolchain import NATIVE_FLAG, find_toolchain
-    from tests.helpers import plan_of
     tc = find_toolchain()
     try:
         avx2 = "avx2" in open("/proc/cpuinfo").read()
@@ -164,7 +163,6 @@ def test_the_avx2_domain_test_keeps_lanes_outside_the_domain(dtype, tmp_path):
     special value right in every position of full vectors and the tail. (A wrong
     all-inside answer would still give right values, libmvec's own slow path: the test
     guards the branch's build and the blends, not its speed.)"""
-    import ctypes
     x = torch.randn(1037, dtype=dtype) * 2
     x[::7] = torch.tensor(SPECIAL, dtype=dtype).repeat(200)[:len(x[::7])]
     for fn in (torch.log, torch.asin):
