@@ -224,14 +224,18 @@ def plan_of(fn, *args, policy=None, max_args: int = 48):
     return partition(aten_graph(fn, *args), policy or GreedyPolicy(), max_args)
 
 
-def one_kernel_source(fn, *args) -> str:
-    """The C++ source of the one kernel brrr makes for `fn` (two threads), from its
-    `extern` on: what codegen tests match their text against."""
+def kernel_sources(fn, *args, threads: int = 2) -> list[str]:
+    """The C++ source of each kernel brrr makes for `fn` (greedy plan), in plan order."""
     from brrr_compiler.codegen import cpp
-    plan = plan_of(fn, *args)
-    assert len(plan.groups) == 1, str(plan)
-    g = plan.groups[0]
-    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+    return [cpp.kernel_source(lower_group(g, g.name), threads) for g in plan_of(fn, *args).groups]
+
+
+def one_kernel_source(fn, *args, threads: int = 2, whole: bool = False) -> str:
+    """The C++ source of the one kernel brrr makes for `fn`: from its `extern` on (what
+    codegen tests match their text against), or with the helpers above it if `whole`."""
+    sources = kernel_sources(fn, *args, threads=threads)
+    assert len(sources) == 1, f"{len(sources)} kernels"
+    return sources[0] if whole else sources[0].split("extern")[-1]
 
 
 def spy_builds(monkeypatch) -> list[str]:

@@ -11,7 +11,7 @@ import torch
 from brrr_compiler import machine
 from brrr_compiler.codegen import cpp
 from brrr_compiler.lower.group import lower_group
-from tests.helpers import plan_of
+from tests.helpers import plan_of, one_kernel_source
 
 BF16 = torch.bfloat16
 
@@ -22,9 +22,7 @@ def staged(request, monkeypatch):
     return request.param
 
 
-def _source(fn, *args) -> str:
-    g = plan_of(fn, *args).groups[0]
-    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+_source = one_kernel_source
 
 
 def _sweep() -> torch.Tensor:

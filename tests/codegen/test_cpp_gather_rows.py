@@ -5,14 +5,10 @@ import pytest
 import torch
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, one_kernel_source
 
 
-def _source(fn, *args) -> str:
-    (g,) = plan_of(fn, *args).groups
-    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+_source = one_kernel_source
 
 
 def _inputs(rows: int, cols: int, n: int, seed: int = 0):

@@ -6,18 +6,13 @@ import pytest
 import torch
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
-from brrr_compiler.lower.group import lower_group
 from tests.e2e.test_f16_bits import ALL_HALVES, _assert_same_bits, _compiled, _float_sweep
-from tests.helpers import plan_of
+from tests.helpers import one_kernel_source
 
 F16 = torch.float16
 
 
-def _source(fn, *args) -> str:
-    plan = plan_of(fn, *args)
-    g = plan.groups[0]
-    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+_source = one_kernel_source
 
 
 def test_a_bare_cast_converts_straight_from_input_to_output():

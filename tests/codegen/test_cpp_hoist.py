@@ -1,19 +1,14 @@
 """Values the same all along a kernel's inner loop are computed once per row (pointwise
 kernels) or once per streamed row (column kernels),
 before it (codegen/cpp_hoist.py), checked as text; values against eager."""
+import functools
 import torch
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, one_kernel_source
 
 
-def _source(fn, *args) -> str:
-    plan = plan_of(fn, *args)
-    assert len(plan.groups) == 1, str(plan)
-    g = plan.groups[0]
-    return cpp.kernel_source(lower_group(g, g.name), 1)
+_source = functools.partial(one_kernel_source, threads=1, whole=True)
 
 
 def _broadcast_mask(x, m, b):

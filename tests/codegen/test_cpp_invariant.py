@@ -2,20 +2,15 @@
 channels-last BatchNorm's per-channel factor is computed once per call into a table, not
 per element; checked as text (no compiler), and run against eager in
 tests/e2e/test_batch_norm_inference.py."""
+import functools
 import torch
 import torch.nn.functional as F
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import plan_of
+from tests.helpers import one_kernel_source
 
 
-def _source(fn, *args) -> str:
-    plan = plan_of(fn, *args)
-    assert len(plan.groups) == 1, str(plan)
-    g = plan.groups[0]
-    return cpp.kernel_source(lower_group(g, g.name), 1)
+_source = functools.partial(one_kernel_source, threads=1, whole=True)
 
 
 def _bn_relu(x, mean, var, w, b):

@@ -3,13 +3,11 @@ the bits are converted once before the loop, which then vectorizes; values as ea
 import torch
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, kernel_sources
 
 
 def _source(f, *args) -> str:
-    return "\n".join(cpp.kernel_source(lower_group(g, g.name), 2) for g in plan_of(f, *args).groups)
+    return "\n".join(kernel_sources(f, *args))
 
 
 def _row_value_expanded(x):

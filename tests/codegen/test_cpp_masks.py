@@ -4,19 +4,14 @@ bool lives in memory as uint8_t and is read back as `!= 0`, and a bool becomes a
 through a select: gcc 12 vectorizes neither a load of C++ bool nor (float)bool, so those
 forms kept every masked loop scalar. Values against eager are in tests/e2e/test_masks.py.
 """
+import functools
 import torch
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, one_kernel_source
 
 
-def _source(fn, *args) -> str:
-    plan = plan_of(fn, *args)
-    assert len(plan.groups) == 1, str(plan)
-    g = plan.groups[0]
-    return cpp.kernel_source(lower_group(g, g.name), 2)
+_source = functools.partial(one_kernel_source, whole=True)
 
 
 def _mask(*shape):

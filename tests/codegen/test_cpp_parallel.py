@@ -1,18 +1,14 @@
 """codegen/cpp_parallel.py: a parallel loop whose if clause is false for a kernel's
 constant sizes is printed without its OpenMP pragma; at the boundary it keeps it."""
+import functools
 import pytest
 import torch
 
-from brrr_compiler.codegen import cpp
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import plan_of
+from tests.helpers import one_kernel_source
 
 
-def _source(fn, *args) -> str:
-    plan = plan_of(fn, *args)
-    (group,) = plan.groups
-    return cpp.kernel_source(lower_group(group, group.name), 2)
+_source = functools.partial(one_kernel_source, whole=True)
 
 
 @pytest.mark.parametrize("cols, forks", [(PARALLEL_MIN_NUMEL // 2, True),

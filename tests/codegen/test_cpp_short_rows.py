@@ -1,19 +1,15 @@
 """Rows of at most SHORT_ROW elements fold in one constant loop without `omp simd`
 (codegen/cpp_reduce.py `_short_row`); longer rows keep the simd chunks. Values, NaN and
 the first index of argmax/argmin match eager."""
+import functools
 import pytest
 import torch
 
-from brrr_compiler.codegen import cpp
 from brrr_compiler.schedule.rows import SHORT_ROW
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, one_kernel_source
 
 
-def _source(fn, x) -> str:
-    plan = plan_of(fn, x)
-    (g,) = plan.groups
-    return cpp.kernel_source(lower_group(g, g.name), 2)
+_source = functools.partial(one_kernel_source, whole=True)
 
 
 @pytest.mark.parametrize("n, simd", [(5, False), (SHORT_ROW, False), (SHORT_ROW + 1, True)])

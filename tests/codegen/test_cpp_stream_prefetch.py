@@ -4,19 +4,13 @@ codegen/cpp_stream.py): the text, and values against eager at a streamed size wi
 import torch
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
 from brrr_compiler.codegen.cpp_stream import AHEAD
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, one_kernel_source
 
 BIG = (4096, 2048)         # 32 MB of float32: its output streams
 
 
-def _source(fn, *args) -> str:
-    plan = plan_of(fn, *args)
-    assert len(plan.groups) == 1, str(plan)
-    g = plan.groups[0]
-    return cpp.kernel_source(lower_group(g, g.name), 2).split("extern")[-1]
+_source = one_kernel_source
 
 
 def _prefetched(src: str) -> list[str]:

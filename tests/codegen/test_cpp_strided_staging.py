@@ -7,14 +7,10 @@ and gradients against eager on odd rows, NaN and inf."""
 import torch
 from torch.testing import FileCheck
 
-from brrr_compiler.codegen import cpp
-from brrr_compiler.lower.group import lower_group
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, kernel_sources
 
 
-def _sources(fn, *args) -> list[str]:
-    plan = plan_of(fn, *args)
-    return [cpp.kernel_source(lower_group(g, g.name), 2) for g in plan.groups]
+_sources = kernel_sources
 
 
 def _walk(x, y):
