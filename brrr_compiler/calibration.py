@@ -5,10 +5,15 @@ through the driver, so it lives at the top with the command line (cost/ only rea
 DeviceSpec it saves).
 
     streaming bandwidth    a brrr kernel x + 1 on 192 MB of float32 (read + write counted)
-    cache bandwidth        a brrr kernel x + 1 on 0.75 and 3 MB (in cache): bytes moved over
-                           the time between the two sizes
+    cache bandwidth        a brrr kernel x + 1 on two sizes the last-level cache holds and
+                           the L2s do not (moving twice the L2s and four times that, where
+                           the LLC holds both; else 1.5 and 6 MB): bytes moved over the
+                           time between the two sizes, the kernel replayed natively (as
+                           segments call it: runtime/replay.py), not through the graph
     l2 bandwidth           the same on sizes the threads' L2s hold (read from sysfs: moving
                            a sixth and a half of them)
+    transpose cost         a brrr transposed copy's time over x + 1's on the same bytes in
+                           the last-level cache (the larger cache bandwidth size)
     flop rate              brrr kernels of 8 and 40 steps x * 1.0001 + 0.5 on 1 MB of
                            data (float32, float64): 2 flop-equivalents per step and element
     transcendental rate    brrr kernels summing 1 and 4 independent exp(-c x) on the same
@@ -55,9 +60,10 @@ from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, 
                                                cache_bandwidth, cached_extent, chain_rate,
                                                fork_overhead, l2_bandwidth, overheads, reduce_rate,
                                                scalar_transcendental_rate, stream_bandwidth,
-                                               terms_rate)
+                                               terms_rate, transpose_cost)
 from brrr_compiler.cost.device import (CHAIN, MIB, DeviceSpec, generic_cpu, in_float64,
                                        save_device_spec)
+from brrr_compiler.cost.estimate import L2_RAMP, LLC_RAMP
 from brrr_compiler.machine import cache_sizes
 
 STABLE_SPREAD = 0.10   # a figure's last three tries within 10% of each other
@@ -79,6 +85,18 @@ def _llc_share(cache_dir: str, l2_total: int, llc: int, dram: float, clock, log)
     log(f"  last-level cache      {share / MIB:8.0f} MB  (sysfs {llc / MIB:.0f} MB; x + 1 beats "
         f"the streaming rate by 1.3x up to {kept / MIB:.0f} MB moved)")
     return share
+
+
+def _llc_sizes(l2_total: int, llc: int) -> tuple[int, int]:
+    """Two x + 1 sizes (float32 elements) whose bytes moved the cost model counts as all in
+    the last-level cache and none in the L2s: from twice the L2s (cost.estimate.L2_RAMP)
+    to four times that, within the LLC's cached part (LLC_RAMP). Sizes straddling the
+    L2s timed an L2-speed point against an LLC one (a 2-vCPU Xeon VM with 4 MB of L2s:
+    34 GB/s, where kernels moving 8-32 MB ran 48-53). Without room between the two,
+    1.5 and 6 MB moved."""
+    lo = int(L2_RAMP[1] * l2_total)
+    hi = min(4 * lo, int(LLC_RAMP[0] * llc))
+    return (lo // 8, hi // 8) if hi >= 2 * lo else (3 << 16, 3 << 18)
 
 
 def _l2_sizes(l2_total: int, parallel_min: int) -> tuple[int, int] | None:
@@ -162,10 +180,15 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
     log(f"  streaming bandwidth   {dram / 1e9:8.1f} GB/s  (brrr x + 1 on 192 MB, read + write; "
         f"{figures.note('streaming bandwidth')})")
     llc = _llc_share(cache_dir, l2 * threads, llc, dram, clock, log)
-    cache = sane("cache bandwidth", lambda: cache_bandwidth(cache_dir, clock),
+    in_llc = _llc_sizes(l2 * threads, llc)
+    cache = sane("cache bandwidth", lambda: cache_bandwidth(cache_dir, in_llc, clock),
                  generic.cache_bandwidth)
-    log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 on 0.75 to 3 MB; "
-        f"{figures.note('cache bandwidth')})")
+    log(f"  cache bandwidth       {cache / 1e9:8.1f} GB/s  (brrr x + 1 moving {in_llc[0] >> 17}"
+        f" to {in_llc[1] >> 17} MB; {figures.note('cache bandwidth')})")
+    transpose = sane("transpose cost", lambda: transpose_cost(cache_dir, in_llc[1], clock),
+                     generic.transpose_cost)
+    log(f"  transpose cost        {transpose:8.2f} x   (a brrr transposed copy against x + 1 "
+        f"on {in_llc[1] >> 17} MB moved; {figures.note('transpose cost')})")
     in_l2 = _l2_sizes(l2 * threads, PARALLEL_MIN_NUMEL)
     l2_rate = sane("l2 bandwidth", lambda: l2_bandwidth(cache_dir, in_l2, clock),
                    cache) if in_l2 else 0.0
@@ -198,7 +221,8 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
         llc_bytes=llc,
         kernel_overhead_s=per_kernel, call_overhead_s=per_call, fork_overhead_s=fork,
         python_call_overhead_s=from_python,
-        parallel_min_elements=PARALLEL_MIN_NUMEL, overlap=1.0, source=source)
+        parallel_min_elements=PARALLEL_MIN_NUMEL, transpose_cost=transpose, overlap=1.0,
+        source=source)
     log(f"  done in {time.perf_counter() - started:.1f} s")
     return Calibration(spec, dict(figures.spread), list(figures.noisy))
 

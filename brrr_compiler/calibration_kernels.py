@@ -4,6 +4,7 @@ figure is): brrr's own compiled chains, timed through the driver or replayed nat
 from __future__ import annotations
 
 import functools
+import math
 import time
 
 import torch
@@ -33,8 +34,8 @@ def stream_bandwidth(nbytes: int, cache_dir: str, clock=time.perf_counter) -> fl
     own streaming loop moves (ATen's copy_ is a memcpy, which ran 66 GB/s here where
     brrr's pointwise kernels of 100 MB and more moved 49-58)."""
     x = torch.rand(nbytes // 4)
-    return 2 * x.numel() * 4 / _per_call(_compiled(ADD, 1, cache_dir=cache_dir), (x,),
-                                         calls=1, clock=clock)
+    fn = _compiled(ADD, 1, cache_dir=cache_dir, size=x.numel())
+    return 2 * x.numel() * 4 / _per_call(fn, (x,), calls=1, clock=clock)
 
 
 def cached_extent(cache_dir: str, moved: list[int], dram: float,
@@ -44,9 +45,10 @@ def cached_extent(cache_dir: str, moved: list[int], dram: float,
     process gets. sysfs names the whole chip's (480 MB on a 2-vCPU Xeon VM, whose x + 1
     ran 56 GB/s up to 64 MB moved and at the streaming 27 from 128 MB on); 0 where even
     the first size streams."""
-    fn, best = _compiled(ADD, 1, cache_dir=cache_dir), 0
+    best = 0
     for nbytes in moved:
         x = torch.rand(nbytes // 8)
+        fn = _compiled(ADD, 1, cache_dir=cache_dir, size=x.numel())
         if nbytes / _per_call(fn, (x,), calls=3, rounds=5, clock=clock) < CACHED_RATE * dram:
             break
         best = nbytes
@@ -55,21 +57,59 @@ def cached_extent(cache_dir: str, moved: list[int], dram: float,
 
 def l2_bandwidth(cache_dir: str, elements: tuple[int, int], clock=time.perf_counter) -> float:
     """Bytes/s (read + write) of a brrr kernel x + 1 on data the threads' L2s hold: the
-    slope between two sizes (`elements`), so the call and fork cancel out."""
-    fn = _compiled(ADD, 1, cache_dir=cache_dir)
-    t = [_per_call(fn, (torch.rand(n),), calls=1000, clock=clock) for n in elements]
+    slope between two sizes (`elements`), so the dispatch and fork cancel out."""
+    return _add_slope(cache_dir, elements, clock)
+
+
+def transpose_cost(cache_dir: str, elements: int, clock=time.perf_counter) -> float:
+    """How many times x + 1's time a brrr transposed copy (x.t().contiguous(), a tiled
+    kernel staging 16x16 blocks) takes on the same bytes, about `elements` of them, in the
+    last-level cache: both replayed natively. The side is a multiple of 16 that is not a
+    power of two (a power-of-two stride maps a tile's rows to the same cache sets)."""
+    side = max(16, math.isqrt(elements) * 15 // 16 // 16 * 16)
+    x = torch.rand(side, side)
+    t = [_replayed_per_call(_compiled(step, 1, cache_dir=cache_dir, size=side * side), x,
+                            cache_dir, clock) for step in (TRANSPOSE, ADD)]
+    return t[0] / max(t[1], 1e-12)
+
+
+def _add_slope(cache_dir: str, elements: tuple[int, int], clock) -> float:
+    """Bytes/s (read + write) of x + 1's kernel between two sizes, replayed natively."""
+    t = [_replayed_per_call(_compiled(ADD, 1, cache_dir=cache_dir, size=n), torch.rand(n),
+                            cache_dir, clock) for n in elements]
     return 8 * (elements[1] - elements[0]) / max(t[1] - t[0], 1e-12)
 
 
-def _compiled(step: str, steps: int, result: str = "x", **options):
-    """The compiled chain (see _chain), once per process and thread count: the repeated
-    tries of a figure time it again rather than compile it again."""
+def _replayed_per_call(fn, x: torch.Tensor, cache_dir: str, clock, rounds: int = 15,
+                       budget_s: float = 0.02) -> float:
+    """Low-quantile seconds of fn(x)'s one kernel, repeated in one native call as segments
+    call kernels (runtime/replay.py): the graph's Python call around a kernel of a few
+    microseconds costs more than the kernel and, worse, more after a larger kernel has
+    pushed its code and data out of the L2s (x + 1 through the driver measured 85-95 GB/s
+    in the L2s of a Xeon VM whose kernels, replayed, moved 115-150)."""
+    from brrr_compiler.config import build_config
+    from brrr_compiler.runtime import replay, trampoline
+    cfg = build_config(None)
+    (call,) = replay.capture(lambda: fn(x))
+    run, _ = replay.replayer(call, trampoline.load(cache_dir, cfg.cxx, cfg.cache_max_bytes))
+    run(1)
+    repeats = max(1, int(budget_s / max(replay.per_repeat(run, 1, clock), 1e-7)))
+    samples = sorted(replay.per_repeat(run, repeats, clock) for _ in range(rounds))
+    return samples[int(QUANTILE * (len(samples) - 1))]
+
+
+def _compiled(step: str, steps: int, result: str = "x", *, size: int | None = None,
+              **options):
+    """The compiled chain (see _chain), once per process, thread count and `size` (an
+    input's element count, where a figure times one chain on several): the repeated tries
+    of a figure time it again rather than compile it again, and a chain timed on many
+    sizes never reaches Dynamo's recompile limit (past it, Dynamo runs ATen's op instead)."""
     return _compiled_for(torch.get_num_threads(), (_chain, step, steps, result),
-                         tuple(sorted(options.items())))
+                         tuple(sorted(options.items())), size)
 
 
 @functools.cache
-def _compiled_for(threads: int, build: tuple, options: tuple):
+def _compiled_for(threads: int, build: tuple, options: tuple, size: int | None = None):
     """torch.compile of build[0](*build[1:]) (_chain or _terms) with brrr `options`."""
     from brrr_compiler.backend import brrr_backend
     make, *args = build
@@ -100,6 +140,7 @@ def _chain(step: str, steps: int, result: str = "x"):
 
 
 FMA, EXP, ADD = "x * 1.0001 + 0.5", "torch.exp(-x)", "x + 1.0"
+TRANSPOSE = "x.t().contiguous()"
 # functions measured beside exp: their rates differ (libmvec, brrr's own erf); `{c}` is
 # each independent term's own scale (terms_rate)
 FUNCTIONS = {"exp": "torch.exp(x * -{c})", "sin": "torch.sin(x * {c})",
@@ -188,13 +229,11 @@ def terms_rate(template: str, terms: tuple[int, int], cache_dir: str, numel: int
     return (terms[1] - terms[0]) * numel / max(t[1] - t[0], 1e-12)
 
 
-def cache_bandwidth(cache_dir: str, clock=time.perf_counter) -> float:
-    """Bytes/s (read + write) of a brrr kernel x + 1 on cache-resident data: the slope
-    between 192K and 768K floats, so the call overhead cancels out."""
-    fn = _compiled(ADD, 1, cache_dir=cache_dir)
-    sizes = (3 << 16, 3 << 18)
-    t = [_per_call(fn, (torch.rand(n),), calls=50, clock=clock) for n in sizes]
-    return 8 * (sizes[1] - sizes[0]) / max(t[1] - t[0], 1e-12)
+def cache_bandwidth(cache_dir: str, elements: tuple[int, int],
+                    clock=time.perf_counter) -> float:
+    """Bytes/s (read + write) of a brrr kernel x + 1 on data the last-level cache holds
+    and the L2s do not: the slope between two sizes (`elements`), replayed natively."""
+    return _add_slope(cache_dir, elements, clock)
 
 
 def scalar_transcendental_rate(cache_dir: str, clock=time.perf_counter) -> float:

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 PARALLEL_MIN_NUMEL = 32768
 # a row kernel's rows this long are split across the threads when rows are fewer than them
 SPLIT_MIN_RED = 65536
+# a tiled kernel transposes in blocks of this many elements a side (cpp_prelude.h
+# brrr_transpose16); a tile whose inner side is shorter walks it element by element
+TRANSPOSE_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,12 @@ class CppSchedule:
     period: tuple[int, int] | None = None   # pointwise: (first, rows): dims first.. run as
     #                                  one loop with rows indices of the dim before them,
     #                                  values repeating along it tabled (transforms/period.py)
+
+    @property
+    def transposes_blocks(self) -> bool:
+        """A tiled kernel that stages its transposed operands in blocks (codegen/cpp_tiled.py);
+        one whose inner dim is short (an image's 3 channels) walks whole rows instead."""
+        return self.kind == "tiled" and self.tile[1] >= TRANSPOSE_BLOCK
 
     @property
     def columns(self) -> bool:

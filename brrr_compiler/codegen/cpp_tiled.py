@@ -19,8 +19,7 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_stream import chunked_loop
-from brrr_compiler.schedule.cpp import TRANSPOSE_BLOCK
-from brrr_compiler.schedule_ir import CppSchedule
+from brrr_compiler.schedule_ir import TRANSPOSE_BLOCK, CppSchedule
 from brrr_compiler.transforms.loops import linear_coeff
 
 

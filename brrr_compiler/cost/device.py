@@ -62,6 +62,8 @@ class DeviceSpec:
     fork_overhead_s: float = 0.0    # per CPU kernel that runs on more than one thread
     parallel_min_elements: int = 0  # smaller kernels run on one thread (the C++ printer's rule)
     overlap: float = 1.0            # 1: time = max(compute, memory); 0: their sum
+    transpose_cost: float = 1.0     # a byte a tiled kernel moves through block transposes
+    #                                 costs this many dense bytes' time (CPU)
     source: str = "default"         # "default", "datasheet", "calibrated <date>", a path
 
     @functools.cached_property
@@ -124,7 +126,7 @@ def generic_cpu(threads: int | None = None) -> DeviceSpec:
         dram_bandwidth=40e9, cache_bandwidth=70e9 * t, l2_bytes=1 * MIB, llc_bytes=32 * MIB,
         kernel_overhead_s=0.3e-6, call_overhead_s=15e-6, fork_overhead_s=1e-6 if t > 1 else 0.0,
         python_call_overhead_s=1.5e-6,
-        parallel_min_elements=32768,
+        parallel_min_elements=32768, transpose_cost=2.0,
         overlap=1.0, source="default")
 
 

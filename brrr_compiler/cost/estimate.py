@@ -1,7 +1,8 @@
 """Predicted time of one kernel on one device: compute, memory, overhead, and which binds.
 
     compute  = cheap flops / flop rate + transcendentals / transcendental rate  (per dtype)
-    memory   = (bytes read + written) at the bandwidth of where they live
+    memory   = (bytes read + written; transposed ones at the device's transpose cost) at
+               the bandwidth of where they live
                + per-row re-reads (at cache speed when a row of them fits in L2)
     overhead = the per-kernel call (a C call inside a segment, or one from Python where the
                runner calls it alone; a launch on a GPU), and on a CPU the fork and join
@@ -155,7 +156,8 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0,
     ws = stats.bytes if working_set is None else working_set
     hit = hit_fraction(ws, device.llc_bytes)
     in_l2 = hit_fraction(ws, device.l2_bytes * max(device.threads / slow, 1.0), L2_RAMP)
-    t = stats.bytes * (hit * _cached(device, in_l2, slow) + (1 - hit) / device.dram_bandwidth)
+    moved = stats.bytes + (device.transpose_cost - 1.0) * stats.transposed_bytes
+    t = moved * (hit * _cached(device, in_l2, slow) + (1 - hit) / device.dram_bandwidth)
     if stats.scattered_bytes and stats.scattered_span > device.l2_bytes:
         # a column walk's transposed lines are evicted before the next work item reuses
         # them (from_kernel._scattered): a line per element, from where the kernel's bytes are

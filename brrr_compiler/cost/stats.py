@@ -10,7 +10,9 @@ cost policy counts a candidate group by lowering it). It counts
   - re-read bytes: a later loop phase of a reduction kernel reading a row again, and the
     bytes one row of those buffers occupies (whether the re-read hits the cache),
   - scattered bytes: a column walk's transposed stores, a cache line per element, and
-    the lines one work item spans (whether the next work item finds them cached).
+    the lines one work item spans (whether the next work item finds them cached),
+  - transposed bytes: the operands a tiled kernel stages through block transposes
+    (each dense once, and slower than a dense stream: DeviceSpec.transpose_cost).
 Missing information (a symbolic size with no hint, an op the table does not price) raises
 CostModelError; a count is never silently zero.
 """
@@ -50,6 +52,8 @@ class KernelStats:
     #                                the lines they move beyond their footprint, paid when
     scattered_span: int = 0        # the lines one work item touches (bytes) outlast a core's
     #                                L2 before the next work item reuses them
+    transposed_bytes: int = 0      # of bytes_read and bytes_written: operands a tiled kernel
+    #                                moves through block transposes
     forks: bool | None = None      # the schedule's word on running on several threads
     #                                (None: sizes known only at run time, or not a CPU kernel)
 

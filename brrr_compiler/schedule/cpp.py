@@ -25,7 +25,7 @@ from brrr_compiler.schedule import columns, rows
 from brrr_compiler.schedule.gather import gathered_rows
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import ahead_loads, streamed
-from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
+from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, TRANSPOSE_BLOCK, CppSchedule
 from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_buffers,
                                          reduces_outer_dim)
 from brrr_compiler.transforms.period import choose as choose_period, periodic
@@ -34,7 +34,6 @@ from brrr_compiler.transforms.split import split_bounds
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
 TILE_A = 128               # a transposed operand's block: rows along the outer dim
 TILE_INNER = 64            # ... and along the innermost: four cache lines of floats
-TRANSPOSE_BLOCK = 16       # the block brrr_transpose16 (cpp_prelude.h) stages a tile in
 SHORT_INNER_ROWS = 1024    # rows of `a` a work item takes when the inner dim is short
 REPLICATE_TILE = 1024      # a replicated kernel's tile: its held values stay in L1
 

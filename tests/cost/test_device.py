@@ -6,11 +6,12 @@ import torch
 from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
-from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _Figures, _l2_sizes
+from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _Figures, _l2_sizes, _llc_sizes
 from brrr_compiler.machine import cache_sizes
 from brrr_compiler.cost.device import in_float64
-from brrr_compiler.calibration_kernels import (_terms, fork_overhead, l2_bandwidth, overheads,
-                                               stream_bandwidth)
+from brrr_compiler.calibration_kernels import (ADD, _compiled, _terms, fork_overhead,
+                                               l2_bandwidth, overheads, stream_bandwidth,
+                                               transpose_cost)
 
 
 def test_json_round_trip_in_the_cache_dir(tmp_path):
@@ -80,6 +81,32 @@ def test_l2_sizes_fit_half_the_l2s_and_run_on_every_thread():
     lo, hi = _l2_sizes(2 << 20, 32768)              # two threads of 1 MB L2
     assert 8 * hi <= (2 << 20) // 2 and lo >= 32768 and hi > lo
     assert _l2_sizes(512 << 10, 32768) is None      # 256 KB L2s: too small to fork for
+
+
+def test_llc_sizes_move_more_than_the_l2s_hold_and_fit_the_llc():
+    """The cache bandwidth is timed where the cost model counts every byte in the LLC and
+    none in the L2s (cost/estimate.py L2_RAMP, LLC_RAMP): sizes straddling the L2s timed
+    an L2-speed point against an LLC one."""
+    mib = 1 << 20
+    lo, hi = _llc_sizes(4 * mib, 128 * mib)          # elements of float32, 8 bytes moved each
+    assert (8 * lo, 8 * hi) == (8 * mib, 32 * mib)
+    lo, hi = _llc_sizes(2 * mib, 32 * mib)           # an LLC of 32 MB caps the larger size
+    assert 8 * lo == 4 * mib and 8 * hi == 16 * mib
+    assert _llc_sizes(4 * mib, 16 * mib) == (3 << 16, 3 << 18)   # no room: 1.5 and 6 MB
+
+
+def test_each_size_of_a_timed_chain_compiles_its_own_function(tmp_path):
+    """A chain timed on many sizes (calibrate's x + 1 on a dozen) would reach Dynamo's
+    recompile limit, past which Dynamo runs ATen's op instead of brrr's kernel."""
+    cache = str(tmp_path)
+    assert _compiled(ADD, 1, cache_dir=cache, size=10) is _compiled(ADD, 1, cache_dir=cache,
+                                                                    size=10)
+    assert _compiled(ADD, 1, cache_dir=cache, size=10) is not _compiled(ADD, 1, cache_dir=cache,
+                                                                        size=11)
+
+
+def test_transpose_cost_compares_a_transposed_copy_with_x_plus_1(tmp_path):
+    assert 0 < transpose_cost(str(tmp_path), 1 << 14) < float("inf")   # no speed asserted
 
 
 def test_function_rates_are_timed_on_independent_terms():

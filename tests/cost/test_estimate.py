@@ -91,6 +91,21 @@ def test_tiled_transpose_reads_its_operand_once():
     assert est.bytes == 4 * N * N + 4 * N * N
 
 
+def test_block_transposes_cost_the_devices_transpose_cost():
+    """x.t()'s bytes in x + x.t() go through block transposes: at a transpose cost of 3
+    they cost 3x a dense byte (x 4 N^2, out 4 N^2, x.t() the same 4 N^2 elements as x).
+    An image's 3 channels going channels-last (a short inner dim: whole rows walked, no
+    blocks) move at the dense rate."""
+    group = _only_group(lambda x: x + x.t(), _x(N, N))
+    slow = TOY.replace(transpose_cost=3.0)
+    assert estimate_group(group, slow).memory_s == \
+        pytest.approx(estimate_group(group, TOY).memory_s * (8 + 2 * 4) / 8)
+    image = _only_group(lambda x: x.permute(0, 2, 3, 1).contiguous(), _x(2, 3, 64, 64))
+    sched = choose(lower_group(image, "k0", use_scratch=True), "cpp", 1)
+    assert sched.kind == "tiled" and not sched.transposes_blocks
+    assert estimate_group(image, slow).memory_s == estimate_group(image, TOY).memory_s
+
+
 def test_untiled_transpose_reads_a_share_of_a_line_per_element():
     """An integer operand transposed over a dim shorter than a transpose block runs
     pointwise (schedule/cpp.py _short): each element read takes 8 ints of its line."""
