@@ -6,7 +6,8 @@ import torch
 from brrr_compiler.cli import build_parser
 from brrr_compiler.cost import (PRESETS, DeviceSpec, current_device_spec, generic_cpu,
                                 load_device_spec, resolve_device, save_device_spec)
-from brrr_compiler.calibration import STABLE_SPREAD, TRIES, _Figures, _l2_sizes, _llc_sizes
+from brrr_compiler.calibration import (OVERHEAD_ATOL, STABLE_SPREAD, TRIES, _Figures, _l2_sizes,
+                                       _llc_sizes)
 from brrr_compiler.machine import cache_sizes
 from brrr_compiler.cost.device import in_float64
 from brrr_compiler.calibration_kernels import (ADD, _compiled, _terms, fork_overhead,
@@ -167,6 +168,20 @@ def test_a_figure_that_never_settles_is_noisy():
     values = [1.0, 2.0] * TRIES
     assert figures.settle("rate", _tries(values), default=1.0) in (1.0, 2.0)
     assert figures.noisy == ["rate"] and "NOISY" in figures.note("rate")
+
+
+def test_a_tiny_figure_settles_within_its_absolute_tolerance():
+    """A per-kernel overhead of a tenth of a microsecond whose tries differ by 30 ns
+    settles (calibrate refused to save a 2-vCPU VM's figures over such spreads); without
+    the tolerance the same tries are noisy."""
+    tries = [0.10e-6, 0.07e-6, 0.09e-6, 0.10e-6, 0.07e-6, 0.09e-6]
+    figures = _Figures(lambda m: None)
+    assert figures.settle("kernel overhead", _tries(tries), default=0.3e-6,
+                          atol=OVERHEAD_ATOL) == pytest.approx(0.09e-6)
+    assert figures.noisy == []
+    strict = _Figures(lambda m: None)
+    strict.settle("kernel overhead", _tries(tries), default=0.3e-6)
+    assert strict.noisy == ["kernel overhead"]
 
 
 def test_implausible_tries_do_not_count_and_the_generic_value_stands_in():
