@@ -10,7 +10,8 @@ For each seed and size class the generator draws patterns (2-20 statements: poin
 ops, broadcasts, reductions, views, transposes, slices, masks, casts; any float dtype;
 transposed, step-sliced and expanded inputs) until one's largest input is between an
 sixteenth of the class's size and twice it; cache sizes are read from this machine
-at run time. Patterns that mutate their inputs are left out (repeated calls would time
+at run time (the last-level cache as the share this process measures: measured_llc;
+--llc-bytes sets it). Patterns that mutate their inputs are left out (repeated calls would time
 other values each round), and so are empty ones. Inputs are detached: this times the
 forward program. Every backend is checked against eager first; timing is interleaved
 rounds, median over rounds. A case is *slower than eager* when brrr's median exceeds
@@ -19,6 +20,7 @@ no torch.compile backend can match eager). Writes results/patterns.md and patter
 """
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -62,15 +64,27 @@ def cache_bytes(level: int) -> int:
     return machine_env.llc_bytes() if level == 3 else 0
 
 
-def size_classes(names, max_tensor_bytes: int) -> dict[str, int]:
-    """Bytes of the largest input per size class, capped at `max_tensor_bytes`."""
-    llc = cache_bytes(3) or 32 << 20
-    known = {"l1": cache_bytes(1) or 32 << 10, "l2": cache_bytes(2) or 1 << 20,
-             "llc": llc, "4llc": 4 * llc, "16llc": 16 * llc}
-    unknown = [n for n in names if n not in known]
+def size_classes(names, max_tensor_bytes: int, llc: int | None = None) -> dict[str, int]:
+    """Bytes of the largest input per size class, capped at `max_tensor_bytes`. The
+    last-level cache classes scale `llc`, by default the share this process measures."""
+    unknown = [n for n in names if n not in SIZES]
     if unknown:
         sys.exit(f"unknown size classes {unknown}; known: {', '.join(SIZES)}")
+    if llc is None and any(n.endswith("llc") for n in names):
+        llc = measured_llc()
+    known = {"l1": cache_bytes(1) or 32 << 10, "l2": cache_bytes(2) or 1 << 20,
+             "llc": llc, "4llc": 4 * (llc or 0), "16llc": 16 * (llc or 0)}
     return {n: min(known[n], max_tensor_bytes) for n in names}
+
+
+@functools.cache
+def measured_llc() -> int:
+    """The last-level cache this process gets (brrr_compiler.calibration.llc_share): a
+    2-vCPU VM's sysfs names its chip's 480 MB, of which x + 1 finds 64-128 MB; sizing
+    "llc" cases by sysfs put them far past the cache they meant to fill. sysfs's where
+    the measurement finds nothing cached (or 32 MB if sysfs knows none)."""
+    from brrr_compiler.calibration import llc_share
+    return llc_share() or cache_bytes(3) or 32 << 20
 
 
 def _largest_input(p) -> int:
@@ -190,6 +204,18 @@ def run_case(seed: int, size: str, size_bytes: int, backends, rounds: int) -> di
     return row
 
 
+def _llc(args) -> int | None:
+    return int(args.llc_bytes) if args.llc_bytes else None
+
+
+def _llc_fact(args, sizes: dict) -> str:
+    if not any(n.endswith("llc") for n in sizes):
+        return "no llc class run"
+    how = "--llc-bytes" if args.llc_bytes else "measured (brrr_compiler.calibration.llc_share)"
+    llc = _llc(args) or measured_llc()
+    return f"{llc / 1e6:.0f} MB, {how}; sysfs says {cache_bytes(3) / 1e6:.0f} MB"
+
+
 def parse_args(argv=None):
     p = reporting.base_parser(__doc__, "patterns.md")
     reporting.pattern_options(p, seeds="0:60", sizes=",".join(SIZES), rounds=7,
@@ -198,6 +224,8 @@ def parse_args(argv=None):
                    help="comma-separated (floor: Dynamo's own per-call cost; "
                         "brrr:<policy> or brrr:<option>=<value> for brrr variants)")
     p.add_argument("--only", default=None, help="SEED:SIZE: run and print that one case")
+    p.add_argument("--llc-bytes", type=float, default=None,
+                   help="the last-level cache the llc classes scale (default: measured)")
     quick = dict(seeds="0:2", sizes="l1,l2", backends="eager,brrr", rounds=2)
     return reporting.parse_quick(p, argv, quick, "a smoke test: seeds 0:2 at the L1 and L2 "
                                "sizes, eager and brrr, 2 rounds")
@@ -211,13 +239,13 @@ def main(argv=None) -> None:
         sys.exit("--backends must include eager (every ratio is against it)")
     if args.only:
         seed, _, size = args.only.partition(":")
-        size_bytes = size_classes([size], int(args.max_tensor_bytes))[size]
+        size_bytes = size_classes([size], int(args.max_tensor_bytes), _llc(args))[size]
         found = pattern_at(int(seed), size_bytes)
         print(found[0].script() if found else "no pattern of that size for this seed")
         if found:
             print(run_case(int(seed), size, size_bytes, backends, args.rounds))
         return
-    sizes = size_classes(args.sizes.split(","), int(args.max_tensor_bytes))
+    sizes = size_classes(args.sizes.split(","), int(args.max_tensor_bytes), _llc(args))
     lo, _, hi = args.seeds.partition(":")
     start, rows, streams = time.perf_counter(), [], [harness.stream_bandwidth()]
     for seed in range(int(lo), int(hi)):
@@ -233,6 +261,7 @@ def main(argv=None) -> None:
     directory = Path(args.results_dir)
     directory.mkdir(parents=True, exist_ok=True)
     facts = {"sizes (largest input)": ", ".join(f"{k} {v / 1e6:.3g} MB" for k, v in sizes.items()),
+             "last-level cache": _llc_fact(args, sizes),
              "streaming bandwidth (GB/s, start and end)": ", ".join(f"{s / 1e9:.1f}" for s in streams)}
     (directory / "patterns.json").write_text(json.dumps(
         {"facts": facts, "backends": backends, "rows": rows}, indent=1))

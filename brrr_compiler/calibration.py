@@ -103,6 +103,18 @@ def _llc_sizes(l2_total: int, llc: int) -> tuple[int, int]:
     return (lo // 8, hi // 8) if hi >= 2 * lo else (3 << 16, 3 << 18)
 
 
+def llc_share(cache_dir: str | None = None, log=lambda message: None,
+              clock=time.perf_counter) -> int:
+    """The last-level cache (bytes) this process gets, as calibrate measures it (sysfs's
+    size, or less where brrr's x + 1 streams before filling it: a VM's share of a large
+    chip's cache): what the benchmarks size their last-level-cache cases by."""
+    from brrr_compiler.config import build_config
+    l2, llc = cache_sizes()
+    cache_dir = cache_dir or build_config().cache_dir
+    dram = stream_bandwidth(192 * MIB, cache_dir, clock)
+    return _llc_share(cache_dir, l2 * torch.get_num_threads(), llc, dram, clock, log)
+
+
 def _l2_sizes(l2_total: int, parallel_min: int) -> tuple[int, int] | None:
     """Two x + 1 sizes (float32 elements) that move at most half of the threads' L2s
     (8 bytes an element), both large enough to run on every thread; None if none are."""

@@ -66,6 +66,21 @@ def test_patterns_whose_outputs_outgrow_memory_are_skipped(monkeypatch):
     assert found is None or bp._output_bytes(*found[1:]) < big
 
 
+def test_llc_size_classes_scale_the_cache_this_process_gets(monkeypatch):
+    """The llc classes scale the measured share of the last-level cache (a VM's sysfs
+    names its chip's whole cache), or --llc-bytes; the smaller classes measure nothing."""
+    bp = _bench_module("bench_patterns")
+
+    def measured():
+        raise AssertionError("measured without an llc class")
+    monkeypatch.setattr(bp, "measured_llc", measured)
+    assert set(bp.size_classes(["l1", "l2"], 512e6)) == {"l1", "l2"}
+    sizes = bp.size_classes(["llc", "4llc", "16llc"], 512e6, llc=64 << 20)
+    assert sizes == {"llc": 64 << 20, "4llc": 256 << 20, "16llc": 512e6}
+    monkeypatch.setattr(bp, "measured_llc", lambda: 8 << 20)
+    assert bp.size_classes(["4llc"], 512e6) == {"4llc": 32 << 20}
+
+
 def test_an_ill_conditioned_step_passes_only_if_its_float64_step_is_eagers():
     """model_check.verdict: a gradient off float64 by 4x eager's error (outside the fair
     rules) passes where the backend's own float64 step matches eager's, not otherwise,
