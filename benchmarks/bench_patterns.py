@@ -39,7 +39,7 @@ import torch  # noqa: E402
 import harness  # noqa: E402
 import reporting  # noqa: E402
 import machine_env  # noqa: E402
-from benchmarks.bench_patterns_report import render  # noqa: E402
+from benchmarks.bench_patterns_report import LARGE, render  # noqa: E402
 from benchmarks.patterns import generate  # noqa: E402
 from workloads import bytes_moved  # noqa: E402
 
@@ -169,6 +169,21 @@ def measure(p, f, inputs, backends, rounds: int) -> dict:
     return {"nbytes": nbytes, "times": times, "status": status, "iters": iters}
 
 
+def predicted_terms(f, inputs) -> dict | None:
+    """brrr's cost model on its kernels for `f` (default options): their compute and
+    memory terms summed, which say whether the case is memory-bound (the bandwidth line
+    of the report counts those); None where explain fails or leaves no kernel."""
+    from brrr_compiler import explain
+    try:
+        kernels = explain(f, *inputs).kernels
+    except Exception:          # reported as unknown, never a failed run
+        return None
+    if not kernels or any(k.predicted_s is None for k in kernels):
+        return None
+    return {"compute_s": sum(k.compute_s for k in kernels),
+            "memory_s": sum(k.memory_s for k in kernels)}
+
+
 def _judge(p, inputs):
     """The fuzzer's rule for an output outside the tolerance: no further from the pattern's
     float64 program than eager is, a zero's sign free where eager's order sets it."""
@@ -199,6 +214,8 @@ def run_case(seed: int, size: str, size_bytes: int, backends, rounds: int) -> di
     row = {"seed": seed, "size": size, "attempt": p.attempt, "dtype": p.dtype,
            "ops": len(p.lines), "max_numel": max(1, size_bytes // 4),
            **measure(p, f, inputs, backends, rounds)}
+    if size in LARGE and "brrr" in row["times"]:
+        row["predicted"] = predicted_terms(f, inputs)
     del f, inputs
     gc.collect()
     return row

@@ -76,10 +76,27 @@ def bandwidth_line(rows: list[dict], stream: float) -> str:
     large = [r for r in rows if r["size"] in LARGE and "brrr" in r["times"]]
     if not large:
         return "No case at 4x or 16x the last-level cache."
-    fractions = [r["nbytes"] / r["times"]["brrr"] / stream for r in large]
-    return (f"Cases at 4x and 16x the last-level cache: brrr moves the bytes the program must "
-            f"move at {harness.geomean(fractions):.0%} of the streaming bandwidth "
-            f"({stream / 1e9:.1f} GB/s) in geomean over {len(large)} cases.")
+
+    def share(cases):
+        return harness.geomean([r["nbytes"] / r["times"]["brrr"] / stream for r in cases])
+    memory = [r for r in large if memory_bound(r)]
+    known = [r for r in large if r.get("predicted")]
+    line = (f"Cases at 4x and 16x the last-level cache: brrr moves the bytes the program must "
+            f"move at {share(large):.0%} of the streaming bandwidth ({stream / 1e9:.1f} GB/s) "
+            f"in geomean over {len(large)} cases")
+    if not known:
+        return line + "."
+    return line + (f"; over the {len(memory)} of {len(known)} the cost model calls "
+                   f"memory-bound (its kernels' memory terms summed above their compute "
+                   f"terms), at {share(memory):.0%}." if memory else
+                   f"; none of {len(known)} is memory-bound by the cost model.")
+
+
+def memory_bound(row: dict) -> bool:
+    """Whether brrr's cost model says a case's kernels spend longer moving bytes than
+    computing (bench_patterns.predicted_terms)."""
+    terms = row.get("predicted")
+    return bool(terms) and terms["memory_s"] >= terms["compute_s"]
 
 
 def render(rows: list[dict], backends: list[str], stream: float, facts: dict) -> str:

@@ -81,6 +81,22 @@ def test_llc_size_classes_scale_the_cache_this_process_gets(monkeypatch):
     assert bp.size_classes(["4llc"], 512e6) == {"4llc": 32 << 20}
 
 
+def test_the_bandwidth_line_counts_the_cases_the_cost_model_calls_memory_bound():
+    """Issue 16's yardstick is the large memory-bound cases: a compute-bound one (float64
+    atan2 over 33M elements) would pull the geomean down with bytes it cannot move
+    faster; the line gives both."""
+    report = _bench_module("bench_patterns_report")
+    rows = [{"size": "4llc", "nbytes": 8e8, "times": {"brrr": 0.1},
+             "predicted": {"compute_s": 0.01, "memory_s": 0.03}},
+            {"size": "4llc", "nbytes": 1e8, "times": {"brrr": 0.5},
+             "predicted": {"compute_s": 0.4, "memory_s": 0.01}},
+            {"size": "llc", "nbytes": 1e8, "times": {"brrr": 1.0}}]
+    assert [report.memory_bound(r) for r in rows] == [True, False, False]
+    line = report.bandwidth_line(rows, 10e9)
+    assert "13% of the streaming bandwidth (10.0 GB/s) in geomean over 2 cases" in line
+    assert "the 1 of 2 the cost model calls memory-bound" in line and "at 80%" in line
+
+
 def test_an_ill_conditioned_step_passes_only_if_its_float64_step_is_eagers():
     """model_check.verdict: a gradient off float64 by 4x eager's error (outside the fair
     rules) passes where the backend's own float64 step matches eager's, not otherwise,
