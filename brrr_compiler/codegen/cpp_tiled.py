@@ -48,8 +48,10 @@ def _staging(k, loads, a, inner, storage, cexpr, tile) -> tuple[list[str], objec
         mapping[key] = name
         copy = functools.partial(_copy, name, s.buffer, cexpr(s.index), a, inner, tile_inner)
         lines.append(f"    {storage[s.dtype]} {name}[{tile_a * tile_inner}];")
-        lines += (_transposed_copy(k, s, name, a, inner, copy, cexpr, tile)
-                  if storage[s.dtype] == "float" else copy("a_lo", "    "))
+        block = _BLOCKS.get(storage[s.dtype])
+        lines += (_transposed_copy(k, s, name, a, inner, copy, cexpr, tile, block)
+                  if block and (block == _BLOCKS["float"] or tile_a >= TRANSPOSE_BLOCK)
+                  else copy("a_lo", "    "))
     local = (a - a_lo) * tile_inner + (inner - b_lo)
     phases = [dataclasses.replace(p, body=[
         dataclasses.replace(s, buffer=mapping[(s.buffer, s.index)], index=local)
@@ -67,10 +69,16 @@ def _copy(name: str, buffer: str, src: str, a, inner, tile_inner: int, a_start: 
             f"{indent}    {name}[({a} - a_lo) * {tile_inner} + ({inner} - b_lo)] = {buffer}[{src}];"]
 
 
-def _transposed_copy(k, s, name: str, a, inner, copy, cexpr, tile) -> list[str]:
-    """A float operand is staged 16x16 blocks at a time through brrr_transpose16 (in the
+# the prelude's 16x16 block transposer for an operand's storage type (16-bit: float16 and
+# bfloat16 bits, full blocks only); other types are copied element by element
+_BLOCKS = {"float": "brrr_transpose16", "uint16_t": "brrr_transpose16h"}
+
+
+def _transposed_copy(k, s, name: str, a, inner, copy, cexpr, tile, block: str) -> list[str]:
+    """A float or 16-bit operand is staged 16x16 blocks at a time through `block` (in the
     prelude): a full tile with constant bounds, a partial tile at an edge as far as its
-    whole blocks reach, and only the rest element by element. (Partial tiles copied
+    whole blocks reach, and only the rest element by element (a float tile short along
+    `a` through brrr_transpose16k). (Partial tiles copied
     wholly by the scalar loop held channels-last conversions to 40 GB/s in cache: 96
     channels are a full tile of 64 and a partial one of 32.) `copy(a_start, indent)`: the
     element-by-element copy, of each column's rows from `a_start` on."""
@@ -92,7 +100,7 @@ def _transposed_copy(k, s, name: str, a, inner, copy, cexpr, tile) -> list[str]:
                  f"~(int64_t){TRANSPOSE_BLOCK - 1};",
                  f"      for (int64_t qb = 0; qb < fb; qb += {TRANSPOSE_BLOCK})",
                  f"        {block}(int)fa);"] + rest + ["    }"])
-    block = (f"brrr_transpose16(&{s.buffer}[{src}], {row}, &{name}[qa * {tile_inner} + qb], "
+    block = (f"{block}(&{s.buffer}[{src}], {row}, &{name}[qa * {tile_inner} + qb], "
              f"{tile_inner});")
     return ([full, f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
              f"        for (int64_t qa = 0; qa < {tile_a}; qa += {TRANSPOSE_BLOCK})",
