@@ -339,6 +339,16 @@ typedef int32_t brrr_v16i __attribute__((vector_size(64)));
     r[i] = __builtin_shuffle(a, b, (brrr_v16i)LO);                       \
     r[i + h] = __builtin_shuffle(a, b, (brrr_v16i)HI);                   \
   }
+static inline void brrr_t16_stages(brrr_v16f r[16]) {
+  BRRR_T_STAGE(8, ((brrr_v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
+                  ((brrr_v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}))
+  BRRR_T_STAGE(4, ((brrr_v16i){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
+                  ((brrr_v16i){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}))
+  BRRR_T_STAGE(2, ((brrr_v16i){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
+                  ((brrr_v16i){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}))
+  BRRR_T_STAGE(1, ((brrr_v16i){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
+                  ((brrr_v16i){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}))
+}
 // brrr_transpose16k: the first k (<= 16) columns of 16 rows in, k rows of 16 out: a conv
 // weight's 9 taps (a short transposed dim). Rows whose 16-float load stays inside the
 // block (the last row ends at 15 * ss + k) load whole, their lanes past k going to rows
@@ -354,14 +364,7 @@ static inline void brrr_transpose16k(const float* src, int64_t ss, float* dst, i
       memcpy(&r[i], src + i * ss, 4 * k);
     }
   }
-  BRRR_T_STAGE(8, ((brrr_v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
-                  ((brrr_v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}))
-  BRRR_T_STAGE(4, ((brrr_v16i){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
-                  ((brrr_v16i){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}))
-  BRRR_T_STAGE(2, ((brrr_v16i){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
-                  ((brrr_v16i){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}))
-  BRRR_T_STAGE(1, ((brrr_v16i){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
-                  ((brrr_v16i){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}))
+  brrr_t16_stages(r);
   for (int i = 0; i < k; ++i) memcpy(dst + i * ds, &r[i], 64);
 }
 static inline void brrr_transpose16(const float* src, int64_t ss, float* dst, int64_t ds) {
@@ -380,14 +383,7 @@ static inline void brrr_transpose16h(const uint16_t* src, int64_t ss, uint16_t* 
     memcpy(&h, src + i * ss, 32);
     r[i] = (brrr_v16f)__builtin_convertvector(h, brrr_v16i);
   }
-  BRRR_T_STAGE(8, ((brrr_v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
-                  ((brrr_v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}))
-  BRRR_T_STAGE(4, ((brrr_v16i){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
-                  ((brrr_v16i){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}))
-  BRRR_T_STAGE(2, ((brrr_v16i){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
-                  ((brrr_v16i){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}))
-  BRRR_T_STAGE(1, ((brrr_v16i){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
-                  ((brrr_v16i){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}))
+  brrr_t16_stages(r);
   for (int i = 0; i < 16; ++i) {
     const brrr_v16u16 h = __builtin_convertvector((brrr_v16i)r[i], brrr_v16u16);
     memcpy(dst + i * ds, &h, 32);
