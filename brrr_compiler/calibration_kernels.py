@@ -70,28 +70,31 @@ def transpose_cost(cache_dir: str, elements: int, clock=time.perf_counter) -> fl
     x = torch.rand(side, side)
     t = [_replayed_per_call(_compiled(step, 1, cache_dir=cache_dir, size=side * side), x,
                             cache_dir, clock) for step in (TRANSPOSE, ADD)]
-    return t[0] / max(t[1], 1e-12)
+    return None if None in t else t[0] / max(t[1], 1e-12)
 
 
 def _add_slope(cache_dir: str, elements: tuple[int, int], clock) -> float:
     """Bytes/s (read + write) of x + 1's kernel between two sizes, replayed natively."""
     t = [_replayed_per_call(_compiled(ADD, 1, cache_dir=cache_dir, size=n), torch.rand(n),
                             cache_dir, clock) for n in elements]
-    return 8 * (elements[1] - elements[0]) / max(t[1] - t[0], 1e-12)
+    return None if None in t else 8 * (elements[1] - elements[0]) / max(t[1] - t[0], 1e-12)
 
 
 def _replayed_per_call(fn, x: torch.Tensor, cache_dir: str, clock, rounds: int = 15,
-                       budget_s: float = 0.02) -> float:
+                       budget_s: float = 0.02) -> float | None:
     """Low-quantile seconds of fn(x)'s one kernel, repeated in one native call as segments
     call kernels (runtime/replay.py): the graph's Python call around a kernel of a few
     microseconds costs more than the kernel and, worse, more after a larger kernel has
     pushed its code and data out of the L2s (x + 1 through the driver measured 85-95 GB/s
-    in the L2s of a Xeon VM whose kernels, replayed, moved 115-150)."""
+    in the L2s of a Xeon VM whose kernels, replayed, moved 115-150). None where fn ran
+    no kernel of brrr's (calibrate keeps the generic figure and says so)."""
     from brrr_compiler.config import build_config
     from brrr_compiler.runtime import replay, trampoline
     cfg = build_config(None)
-    (call,) = replay.capture(lambda: fn(x))
-    run, _ = replay.replayer(call, trampoline.load(cache_dir, cfg.cxx, cfg.cache_max_bytes))
+    calls = replay.capture(lambda: fn(x))
+    if len(calls) != 1:        # its kernel did not build (ATen ran it): not measurable
+        return None
+    run, _ = replay.replayer(calls[0], trampoline.load(cache_dir, cfg.cxx, cfg.cache_max_bytes))
     run(1)
     repeats = max(1, int(budget_s / max(replay.per_repeat(run, 1, clock), 1e-7)))
     samples = sorted(replay.per_repeat(run, repeats, clock) for _ in range(rounds))

@@ -110,6 +110,15 @@ def test_transpose_cost_compares_a_transposed_copy_with_x_plus_1(tmp_path):
     assert 0 < transpose_cost(str(tmp_path), 1 << 14) < float("inf")   # no speed asserted
 
 
+def test_a_replayed_figure_whose_kernel_did_not_build_is_not_measurable(tmp_path, monkeypatch):
+    """Where x + 1's kernel failed to build, ATen ran it and nothing is replayed: the
+    figure is None (calibrate then keeps the generic one and says so), not a crash."""
+    from brrr_compiler.runtime import replay
+    monkeypatch.setattr(replay, "capture", lambda run: (run(), [])[1])
+    assert l2_bandwidth(str(tmp_path), (1 << 15, 1 << 16)) is None
+    assert transpose_cost(str(tmp_path), 1 << 14) is None
+
+
 def test_function_rates_are_timed_on_independent_terms():
     """calibrate's transcendental rates: a sum of independent evaluations, each at its own
     scale (a chain x = f(x) would time their latency instead)."""
