@@ -55,13 +55,14 @@ def cached_extent(cache_dir: str, moved: list[int], dram: float,
     return best
 
 
-def l2_bandwidth(cache_dir: str, elements: tuple[int, int], clock=time.perf_counter) -> float:
+def l2_bandwidth(cache_dir: str, elements: tuple[int, int],
+                 clock=time.perf_counter) -> float | None:
     """Bytes/s (read + write) of a brrr kernel x + 1 on data the threads' L2s hold: the
     slope between two sizes (`elements`), so the dispatch and fork cancel out."""
     return _add_slope(cache_dir, elements, clock)
 
 
-def transpose_cost(cache_dir: str, elements: int, clock=time.perf_counter) -> float:
+def transpose_cost(cache_dir: str, elements: int, clock=time.perf_counter) -> float | None:
     """How many times x + 1's time a brrr transposed copy (x.t().contiguous(), a tiled
     kernel staging 16x16 blocks) takes on the same bytes, about `elements` of them, in the
     last-level cache: both replayed natively. The side is a multiple of 16 that is not a
@@ -73,7 +74,7 @@ def transpose_cost(cache_dir: str, elements: int, clock=time.perf_counter) -> fl
     return None if None in t else t[0] / max(t[1], 1e-12)
 
 
-def _add_slope(cache_dir: str, elements: tuple[int, int], clock) -> float:
+def _add_slope(cache_dir: str, elements: tuple[int, int], clock) -> float | None:
     """Bytes/s (read + write) of x + 1's kernel between two sizes, replayed natively."""
     t = [_replayed_per_call(_compiled(ADD, 1, cache_dir=cache_dir, size=n), torch.rand(n),
                             cache_dir, clock) for n in elements]
@@ -234,7 +235,7 @@ def terms_rate(template: str, terms: tuple[int, int], cache_dir: str, numel: int
 
 
 def cache_bandwidth(cache_dir: str, elements: tuple[int, int],
-                    clock=time.perf_counter) -> float:
+                    clock=time.perf_counter) -> float | None:
     """Bytes/s (read + write) of a brrr kernel x + 1 on data the last-level cache holds
     and the L2s do not: the slope between two sizes (`elements`), replayed natively."""
     return _add_slope(cache_dir, elements, clock)

@@ -48,9 +48,8 @@ def _staging(k, loads, a, inner, storage, cexpr, tile) -> tuple[list[str], objec
         mapping[key] = name
         copy = functools.partial(_copy, name, s.buffer, cexpr(s.index), a, inner, tile_inner)
         lines.append(f"    {storage[s.dtype]} {name}[{tile_a * tile_inner}];")
-        block = _BLOCKS.get(storage[s.dtype])
-        lines += (_transposed_copy(k, s, name, a, inner, copy, cexpr, tile, block)
-                  if block and (block == _BLOCKS["float"] or tile_a >= TRANSPOSE_BLOCK)
+        block = _block(storage[s.dtype], tile_a)
+        lines += (_transposed_copy(k, s, name, a, inner, copy, cexpr, tile, block) if block
                   else copy("a_lo", "    "))
     local = (a - a_lo) * tile_inner + (inner - b_lo)
     phases = [dataclasses.replace(p, body=[
@@ -69,9 +68,14 @@ def _copy(name: str, buffer: str, src: str, a, inner, tile_inner: int, a_start: 
             f"{indent}    {name}[({a} - a_lo) * {tile_inner} + ({inner} - b_lo)] = {buffer}[{src}];"]
 
 
-# the prelude's 16x16 block transposer for an operand's storage type (16-bit: float16 and
-# bfloat16 bits, full blocks only); other types are copied element by element
-_BLOCKS = {"float": "brrr_transpose16", "uint16_t": "brrr_transpose16h"}
+def _block(storage: str, tile_a: int) -> str | None:
+    """The prelude's 16x16 block transposer for an operand of C type `storage` in tiles
+    `tile_a` long along the transposed dim: float's (short tiles too, through
+    brrr_transpose16k), 16-bit float16 and bfloat16 bits' in whole blocks only; None
+    (element by element) for other types."""
+    if storage == "float":
+        return "brrr_transpose16"
+    return "brrr_transpose16h" if storage == "uint16_t" and tile_a >= TRANSPOSE_BLOCK else None
 
 
 def _transposed_copy(k, s, name: str, a, inner, copy, cexpr, tile, block: str) -> list[str]:
