@@ -9,6 +9,14 @@ schedule/cpp.py) into a small local array, reading it along `a`
 output larger than the caches streams past them (cpp_stream.py) a tile row at a time:
 TILE_INNER floats are four whole cache lines (benchmarks/results/notes.md, "Tiled
 transposed reads").
+
+An inner dim no longer than a tile (31 in a (.., 32, 31) channels-last-style block) is
+whole in every tile: the blocks are then staged with that dim's length as their row
+pitch, and where every access is contiguous across the tile's rows too (stride n along
+`a`), the main loop is one flat loop over the tile instead of a loop per row. gcc sizes
+a loop's vectors by its narrowest type: a bool mask's or a float16's loop takes 64 or 32
+lanes, so a 31-long row loop never ran its vector body (benchmarks/results/notes.md,
+"Flat tiles").
 """
 from __future__ import annotations
 
@@ -35,7 +43,8 @@ def _transposed_loads(k, a, inner) -> list:
 
 
 def _staging(k, loads, a, inner, storage, cexpr, tile) -> tuple[list[str], object]:
-    """Copy each transposed operand's block (`tile`: its extents along a and inner) into
+    """Copy each transposed operand's block (`tile`: its extent along a, and its row pitch:
+    the tile's extent along inner, or the inner dim's length where that is shorter) into
     tb<j>; return lines and a new kernel whose body reads the blocks instead."""
     tile_a, tile_inner = tile
     lines, mapping = [], {}
@@ -98,22 +107,31 @@ def _transposed_copy(k, s, name: str, a, inner, copy, cexpr, tile, block: str) -
     if tile_a < TRANSPOSE_BLOCK:        # a short dim, whole in each tile: 16 x tile_a blocks
         first = cexpr(s.index.xreplace({a: a_lo, inner: b_lo + qb}))
         block = f"brrr_transpose16k(&{s.buffer}[{first}], {row}, &{name}[qb], {tile_inner}, "
-        return ([full, f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
-                 f"        {block}{tile_a});", "    } else {",
-                 "      const int64_t fa = a_hi - a_lo, fb = (b_hi - b_lo) & "
-                 f"~(int64_t){TRANSPOSE_BLOCK - 1};",
-                 f"      for (int64_t qb = 0; qb < fb; qb += {TRANSPOSE_BLOCK})",
-                 f"        {block}(int)fa);"] + rest + ["    }"])
+        return _either(full, [f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
+                              f"        {block}{tile_a});"],
+                       ["      const int64_t fa = a_hi - a_lo, fb = (b_hi - b_lo) & "
+                        f"~(int64_t){TRANSPOSE_BLOCK - 1};",
+                        f"      for (int64_t qb = 0; qb < fb; qb += {TRANSPOSE_BLOCK})",
+                        f"        {block}(int)fa);"] + rest, tile_inner)
     block = (f"{block}(&{s.buffer}[{src}], {row}, &{name}[qa * {tile_inner} + qb], "
              f"{tile_inner});")
-    return ([full, f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
-             f"        for (int64_t qa = 0; qa < {tile_a}; qa += {TRANSPOSE_BLOCK})",
-             f"          {block}", "    } else {",
-             f"      const int64_t fa = (a_hi - a_lo) & ~(int64_t){TRANSPOSE_BLOCK - 1};",
-             f"      const int64_t fb = (b_hi - b_lo) & ~(int64_t){TRANSPOSE_BLOCK - 1};",
-             f"      for (int64_t qb = 0; qb < fb; qb += {TRANSPOSE_BLOCK})",
-             f"        for (int64_t qa = 0; qa < fa; qa += {TRANSPOSE_BLOCK})",
-             f"          {block}"] + rest + ["    }"])
+    return _either(full, [f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
+                          f"        for (int64_t qa = 0; qa < {tile_a}; qa += {TRANSPOSE_BLOCK})",
+                          f"          {block}"],
+                   [f"      const int64_t fa = (a_hi - a_lo) & ~(int64_t){TRANSPOSE_BLOCK - 1};",
+                    f"      const int64_t fb = (b_hi - b_lo) & ~(int64_t){TRANSPOSE_BLOCK - 1};",
+                    f"      for (int64_t qb = 0; qb < fb; qb += {TRANSPOSE_BLOCK})",
+                    f"        for (int64_t qa = 0; qa < fa; qa += {TRANSPOSE_BLOCK})",
+                    f"          {block}"] + rest, tile_inner)
+
+
+def _either(full: str, whole: list[str], partial: list[str], pitch: int) -> list[str]:
+    """`whole` for a full tile (test `full`), else `partial`; only `partial` where the row
+    pitch is not whole blocks (a short inner dim's length: a full tile's constant-bound
+    blocks would run past each row)."""
+    if pitch % TRANSPOSE_BLOCK:
+        return ["    {"] + partial + ["    }"]
+    return [full] + whole + ["    } else {"] + partial + ["    }"]
 
 
 def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
@@ -143,19 +161,60 @@ def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
         return lines + parallel_loop("  ", sched.threads, _cond(sched), sched.forks,
                                      loop + _short_inner_loop(k, a, inner, tile_inner,
                                                               stmt_line), False)
-    staged, k = _staging(k, _transposed_loads(k, a, inner), a, inner, storage, cexpr, sched.tile)
+    whole = _whole_inner(k, tile_inner)
+    pitch = whole or tile_inner
+    staged, k = _staging(k, _transposed_loads(k, a, inner), a, inner, storage, cexpr,
+                         (tile_a, pitch))
     dtypes = {s.out: s.dtype for s in k.body if s.out}
-    loop += staged + [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{"]
-    if stream:
-        loop += chunked_loop(k.body, stream, inner, "b_lo", "b_hi",
-                             lambda s: stmt_line(s, dtypes), cexpr, "      ")
+    flat = whole and _flattened(k, a, inner, whole)
+    if flat:        # one loop over the tile's rows end to end (module note)
+        k, inner, lo, hi = flat, FLAT, f"a_lo * {whole}", f"a_hi * {whole}"
+        body, indent = ["    {"], "      "
     else:
-        loop += ["      #pragma omp simd",
-                 f"      for (int64_t {inner} = b_lo; {inner} < b_hi; ++{inner}) {{"]
-        loop += ["        " + stmt_line(s, dtypes) for s in k.body] + ["      }"]
+        lo, hi = "b_lo", "b_hi"
+        body, indent = [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{"], "      "
+    loop += staged + body
+    if stream:
+        loop += chunked_loop(k.body, stream, inner, lo, hi,
+                             lambda s: stmt_line(s, dtypes), cexpr, indent)
+    else:
+        loop += [f"{indent}#pragma omp simd",
+                 f"{indent}for (int64_t {inner} = {lo}; {inner} < {hi}; ++{inner}) {{"]
+        loop += [f"{indent}  " + stmt_line(s, dtypes) for s in k.body] + [f"{indent}}}"]
     loop += ["    }", "  }"]
     return lines + parallel_loop("  ", sched.threads, _cond(sched), sched.forks, loop,
                                  bool(stream))
+
+
+FLAT = sympy.Symbol("tf", integer=True)      # a tile's flat index: a * n_inner + inner
+
+
+def _whole_inner(k, tile_inner: int) -> int | None:
+    """The inner dim's length where one tile holds it whole (a static length no longer
+    than the tile), else None."""
+    n = k.ranges[-1]
+    if not isinstance(n, (int, sympy.Integer)) or not TRANSPOSE_BLOCK <= int(n) <= tile_inner:
+        return None
+    return int(n)
+
+
+def _flattened(k, a, inner, n: int):
+    """`k` with every index written in the flat variable FLAT (= a * n + inner), or None
+    where some index is not contiguous across rows (its stride along `a` is not n times
+    its stride along inner, so `a` stays in it)."""
+    to_flat = {inner: FLAT - n * a}
+    phases = []
+    for p in k.phases:
+        body = []
+        for s in p.body:
+            if s.index is not None:
+                index = sympy.expand(s.index.xreplace(to_flat))
+                if a in index.free_symbols:
+                    return None
+                s = dataclasses.replace(s, index=index)
+            body.append(s)
+        phases.append(dataclasses.replace(p, body=body))
+    return dataclasses.replace(k, phases=phases)
 
 
 def _cond(sched: CppSchedule) -> str:

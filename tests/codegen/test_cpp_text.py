@@ -75,21 +75,6 @@ def test_parallel_pragma_when_the_work_forks():
      .check("for (int64_t w = 0; w < nwork; ++w)").run(cpp.kernel_source(k, 4)))
 
 
-def test_transposed_operand_is_staged_in_tiles():
-    _, k = _kernel(_mul_exp, *_inputs())          # the second operand is y.t()
-    src = cpp.kernel_source(k, 4)
-    (FileCheck().check("const int64_t a_lo = ta * 128;")
-     .check("if (a_hi - a_lo == 128 && b_hi - b_lo == 64) {")
-     .check("brrr_transpose16(&in1[(b_lo*33 + qb*33 + a_lo + qa)], 33, &tb0[qa * 64 + qb], 64);")
-     .check("} else {")
-     .check("const int64_t fa = (a_hi - a_lo) & ~(int64_t)15;")
-     .check("for (int64_t qa = 0; qa < fa; qa += 16)").check("brrr_transpose16(")
-     .check("for (int64_t i0 = (i1 < b_lo + fb ? a_lo + fa : a_lo); i0 < a_hi; ++i0)")
-     .check("tb0[(i0 - a_lo) * 64 + (i1 - b_lo)] = in1[(i1*33 + i0)];")
-     .check("#pragma omp simd").check("for (int64_t i1 = b_lo; i1 < b_hi; ++i1)")
-     .check("in0[(i0*17 + i1)]").check("tb0[").check("out0[(i0*17 + i1)]").run(src))
-
-
 def test_one_comment_line_per_fused_node():
     group, k = _kernel(_mul_exp, *_inputs())
     src = cpp.kernel_source(k, 1)
@@ -99,14 +84,6 @@ def test_one_comment_line_per_fused_node():
     check.check('extern "C"').run(src)
     comments = [line for line in src.splitlines() if re.match(r"//   \w+ = aten\.", line)]
     assert len(comments) == len(group.nodes) == 3
-
-
-def test_transposed_input_is_a_strided_load():
-    _, k = _kernel(_mul_exp, *_inputs())
-    src = cpp.kernel_source(k, 1)
-    assert _load_index(src, _buffer(k, "y_1")) == 17 * i0 + i1
-    assert _load_index(src, _buffer(k, "xt_1")) == 33 * i1 + i0
-    FileCheck().check_regex(r"in1\[\(?i1\*33 \+ i0\)?\]").run(src)
 
 
 def test_broadcast_bias_is_indexed_by_the_inner_var_only():
