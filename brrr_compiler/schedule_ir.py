@@ -36,6 +36,9 @@ class CppSchedule:
     inner_tile: int = 0              # pointwise: innermost-loop tile per work item
     pieces: tuple[tuple[int, int], ...] = ()   # pointwise: the inner loop split (cat)
     replicate: int | None = None     # pointwise: the outer dim only stores step along
+    per_row: frozenset[str] = frozenset()   # pointwise: values the inner loop does not
+    #                                  change, computed once per row before it
+    #                                  (transforms/hoist.py; the cost model counts them so)
     unswitch: tuple[str, ...] = ()   # pointwise: conditions of selects on an outer index (an
     #                                  outer cat): the inner loop printed per combination
     stream: frozenset[str] = frozenset()       # outputs stored past the caches

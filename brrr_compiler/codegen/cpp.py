@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from brrr_compiler import scalar_ops
-from brrr_compiler.codegen.cpp_hoist import hoisted
+from brrr_compiler.transforms.hoist import hoisted
 from brrr_compiler.codegen.cpp_index import cexpr
 from brrr_compiler.codegen.cpp_invariant import invariant_tables
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
@@ -217,7 +217,7 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
         loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
     loop += ["    const int64_t lo = (w % ntiles) * tile;",
              "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
-    once = hoisted(k, [p for _, _, p in pieces])   # once per row (cpp_hoist.py)
+    once = hoisted(k, [p for _, _, p in pieces])   # once per row (transforms/hoist.py)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     loop += ["    " + stmt_line(s, dtypes) for s in once]
     before = {s.out for s in once}

@@ -28,7 +28,7 @@ of every input it reads contiguously along the columns (benchmarks/results/notes
 
 Values of a row that are the same for every column of the tile (an input broadcast
 along the columns, what is computed from it) are computed once per streamed row, before
-the loop over the tile (cpp_hoist.column_hoisted), not once per column.
+the loop over the tile (transforms/hoist.column_hoisted), not once per column.
 """
 from __future__ import annotations
 
@@ -41,12 +41,13 @@ from brrr_compiler.codegen.cpp_accumulators import (adds_in_order, arg_update, i
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_column_split import shared_rows
 from brrr_compiler.codegen.cpp_column_stage import copies, declarations, restaged, staged_loads
-from brrr_compiler.codegen.cpp_hoist import column_hoisted, invariant_bits
+from brrr_compiler.codegen.cpp_hoist import invariant_bits
 from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.codegen.cpp_types import held_ctype
 from brrr_compiler.kernel_ir import ARG_FOLDS, Phase, Stmt
 from brrr_compiler.schedule.columns import column_prefetch_loads
 from brrr_compiler.schedule.rows import LINE_BYTES
+from brrr_compiler.transforms.hoist import column_hoisted
 
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested
 MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 rows best)

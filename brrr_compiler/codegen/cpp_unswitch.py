@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from brrr_compiler.codegen.cpp_hoist import closure
+from brrr_compiler.transforms.hoist import closure
 from brrr_compiler.kernel_ir import Kernel, Stmt
 
 

@@ -140,6 +140,8 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
     values = {s.out: s.dtype for s in kernel.body if s.out is not None}
     rep = getattr(schedule, "replicate", None)   # values computed once per index of dim rep
     once = as_int(kernel.ranges[rep], hints) if rep is not None else 1
+    per_row = getattr(schedule, "per_row", frozenset())     # once per row, before its loop
+    row = max(as_int(kernel.ranges[-1], hints), 1) if per_row else 1
     for at, phase in enumerate(kernel.phases):
         count = (rows * red if phase.per_row_loop else red if phase.loop
                  else 1 if phase.once else rows)
@@ -148,20 +150,21 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
             s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
         chained = set() if scalar else _chained(phase.body)
         for s in phase.body:
+            n = count // row if s.out in per_row else count
             convert = scalar_ops.CONVERSION_COST.get((s.op, s.dtype))
             if convert and key(s) in hardware:      # cost/conversions.py
                 convert = HARDWARE_COST if s.op != "cast" else 0.0
             if s.op == "cast" and s.args and values.get(s.args[0]) is torch.bool:
                 convert = 0.0        # a select of 1 or 0 (codegen cast_expr): no rounding
             if convert and s.value != scalar_ops.EXACT:     # an exact cast prints no rounding
-                stats.add_flops(convert, torch.float32, count)
+                stats.add_flops(convert, torch.float32, n)
             if s.op in NO_WORK:
                 continue
             if s.op in ("reduce", "column_reduce"):
                 stats.add_op(s.value, s.dtype, count, reduce=True,
                              columns=columns or s.op == "column_reduce")
             else:
-                stats.add_op(s.op, s.dtype, count // once, scalar=scalar,
+                stats.add_op(s.op, s.dtype, n // once, scalar=scalar,
                              chained=s.out in chained)
     extents = {v: as_int(r, hints) for v, r in zip(kernel.loop_vars, kernel.ranges)}
     extents.update({v: as_int(r, hints) for v, r in

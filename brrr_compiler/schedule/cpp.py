@@ -29,7 +29,8 @@ from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, TRANSPOSE_BLOCK, CppSc
 from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_buffers,
                                          reduces_outer_dim)
 from brrr_compiler.transforms.period import choose as choose_period, periodic
-from brrr_compiler.transforms.split import split_bounds
+from brrr_compiler.transforms.hoist import hoisted
+from brrr_compiler.transforms.split import specialize, split_bounds
 
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
 TILE_A = 128               # a transposed operand's block: rows along the outer dim
@@ -97,11 +98,21 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep, period=period,
+                       per_row=_per_row(k, pieces),
                        prefetch=ahead_loads(k) if stream else frozenset(),
                        gather_rows=() if pieces or rep is not None else gathered_rows(k),
                        copy_strided=frozenset() if pieces or rep is not None
                        else strided_libm_loads(k),
                        unswitch=() if rep is not None else outer_select_conditions(k))
+
+
+def _per_row(k: Kernel, pieces: tuple) -> frozenset[str]:
+    """The values the printer computes once per row, before the inner loop (every piece's,
+    where the loop splits): transforms/hoist.py."""
+    if not k.loop_vars:
+        return frozenset()
+    inner = k.loop_vars[-1]
+    return frozenset(s.out for s in hoisted(k, [specialize(k, inner, lo, hi) for lo, hi in pieces]))
 
 
 def strided_libm_loads(k: Kernel) -> frozenset[str]:

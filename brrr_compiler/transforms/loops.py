@@ -206,7 +206,7 @@ def _columns_step_less(ci, cr) -> bool:
 def inner_varying(body: list[Stmt], inner: str) -> set[str]:
     """The SSA values of `body` (in body order) that change along the loop variable named
     `inner`: an index that names it, and whatever is computed from such a value (an index
-    naming one included). Hoisting (codegen/cpp_hoist.py) and the unswitched selects
+    naming one included). Hoisting (transforms/hoist.py) and the unswitched selects
     (schedule/cpp.py) both move or test only the others."""
     return _reaching(body, lambda s, names: inner in names)
 

@@ -7,6 +7,7 @@ import torch
 from brrr_compiler.cost import PRESETS, CostModelError, DeviceSpec, predict
 from brrr_compiler.cost.estimate import hit_fraction
 from brrr_compiler.cost.stats import KernelStats, as_int, itemsize, op_cost
+from brrr_compiler.codegen import cpp
 from brrr_compiler.cost.from_kernel import kernel_stats
 from brrr_compiler.kernel_ir import Buffer, Kernel, Phase, Stmt, loop_symbol
 from brrr_compiler.lower.group import lower_group
@@ -70,6 +71,21 @@ def test_a_transcendental_of_another_is_chained():
     est = estimate_group(_only_group(lambda x: torch.exp(-torch.exp(x)), _x(N, N)), TOY)
     assert est.compute_s == pytest.approx(2 * N * N / 1e8 + N * N / 1e9)
 
+
+
+def test_values_the_inner_loop_does_not_change_count_once_per_row():
+    """exp of a per-row value (x broadcast along the rows' inner dim): the printer computes
+    it once per row, before the inner loop (transforms/hoist.py); the schedule says so
+    and the estimate counts N exps, not N * N; the multiply by y runs per element."""
+    g = _only_group(lambda x, y: torch.exp(x) * y, _x(N, 1), _x(N, N))
+    est = estimate_group(g, TOY)
+    assert est.compute_s == pytest.approx(N / 1e8 + N * N / 1e9)
+    k = lower_group(g, g.name)
+    sched = choose(k, "cpp", 1)
+    exp = next(s.out for s in k.body if s.op == "exp")
+    assert exp in sched.per_row
+    src = cpp.kernel_source(k, 1)
+    assert src.index("brrr_expf(") < src.index("#pragma omp simd")       # before the loop
 
 def test_broadcast_operand_counts_its_own_size():
     g = _only_group(lambda x, b: x + b, _x(N, N), _x(N))
