@@ -41,6 +41,7 @@ from brrr_compiler.runtime.kernels import build_kernels
 from brrr_compiler.runtime.runner import guarded_runner, kernels_run
 from brrr_compiler.schedule import choose as choose_schedule
 from brrr_compiler.symbolic import shape, size_sources, strides
+from brrr_compiler.transforms.inplace_order import stores_last
 
 _graph_ids = itertools.count()
 
@@ -276,6 +277,8 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
             k = lower_group(g, g.name, use_scratch=(target == "cpp"),
                             round_results=(low_precision == "eager"), libm=libm)
             k.may_alias = inplace.may_alias(g, k, backs)
+            if k.may_alias:        # each element read before it is stored over
+                k = stores_last(k)
             if verify_ir:
                 verify(k)
             sched = choose_schedule(k, "cpp" if target == "cpp" else "triton", num_threads)

@@ -104,3 +104,18 @@ def test_the_old_value_and_the_new_in_one_in_place_kernel():
     y = torch.randn(1, 2, 16, dtype=torch.float64, generator=g).transpose(-1, -2)
     assert _in_place(fn, x, m, y)
     check_against_eager(fn, x, m, y.requires_grad_(), strict=True)
+
+
+@pytest.mark.parametrize("n", [1024, 37])
+def test_an_element_loaded_twice_is_read_before_it_is_stored(n):
+    """A cat specialized per piece loads x once for the value it stores into x and again
+    for another output: every store of the loop body comes after its loads
+    (transforms/inplace_order.py), so both loads see the old x (fuzz seed 301942 stored
+    x * 0.5 into x and then scaled the reloaded x again)."""
+    def fn(x, y):
+        x.mul_(0.5)
+        v = torch.minimum(x, y)
+        x[..., :1] = 0.5
+        return (-v,)
+
+    assert _in_place(fn, _x(n), _x(1).expand(n))
