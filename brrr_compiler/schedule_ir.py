@@ -36,6 +36,10 @@ class CppSchedule:
     inner_tile: int = 0              # pointwise: innermost-loop tile per work item
     pieces: tuple[tuple[int, int], ...] = ()   # pointwise: the inner loop split (cat)
     replicate: int | None = None     # pointwise: the outer dim only stores step along
+    tables: tuple[str, ...] = ()     # pointwise: values of the inner index alone, computed
+    #                                  once per call into tables (transforms/tables.py)
+    per_call: frozenset[str] = frozenset()  # pointwise: what fills those tables (the tabled
+    #                                  values and those only they read): once per call
     per_row: frozenset[str] = frozenset()   # pointwise: values the inner loop does not
     #                                  change, computed once per row before it
     #                                  (transforms/hoist.py; the cost model counts them so)

@@ -19,7 +19,6 @@ from pathlib import Path
 import torch
 
 from brrr_compiler import scalar_ops
-from brrr_compiler.transforms.hoist import hoisted
 from brrr_compiler.codegen.cpp_index import cexpr
 from brrr_compiler.codegen.cpp_invariant import invariant_tables
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
@@ -208,8 +207,8 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
               "  const int64_t nwork = " + "".join(f"n{i} * " for i in range(len(outer))) + "ntiles;",
               "  if (nwork == 0) return;"]
     pieces = [(lo, hi, specialize(k, inner, lo, hi)) for lo, hi in sched.pieces] or [(0, None, k)]
-    if len(pieces) == 1:    # per-channel values, once per call (cpp_invariant.py)
-        tables, k = invariant_tables(k, stmt_line, every=sched.period is not None)
+    if sched.tables:        # per-channel values, once per call (cpp_invariant.py)
+        tables, k = invariant_tables(k, sched.tables, stmt_line)
         lines += tables
         pieces = [(0, None, k)]
     loop = ["  for (int64_t w = 0; w < nwork; ++w) {", "    int64_t rest = w / ntiles;"]
@@ -217,7 +216,7 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
         loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
     loop += ["    const int64_t lo = (w % ntiles) * tile;",
              "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
-    once = hoisted(k, [p for _, _, p in pieces])   # once per row (transforms/hoist.py)
+    once = [s for s in k.body if s.out in sched.per_row]   # once per row (transforms/hoist.py)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     loop += ["    " + stmt_line(s, dtypes) for s in once]
     before = {s.out for s in once}

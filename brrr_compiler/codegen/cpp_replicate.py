@@ -17,7 +17,6 @@ import dataclasses
 
 import sympy
 
-from brrr_compiler.transforms.hoist import hoisted
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.schedule_ir import CppSchedule
@@ -40,7 +39,7 @@ def replicated_loops(k: Kernel, sched: CppSchedule, stmt_line, cexpr, storage: d
         loop.append(f"    const int64_t {outer[i]} = rest % n{i}; rest /= n{i};")
     loop += ["    const int64_t lo = (w % ntiles) * tile;",
              "    const int64_t hi = brrr_min_i64(lo + tile, n_inner);"]
-    once = hoisted(k)                              # once per row (transforms/hoist.py)
+    once = [s for s in k.body if s.out in sched.per_row]   # once per row (transforms/hoist.py)
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     loop += ["    " + stmt_line(s, dtypes) for s in once]
     before = {s.out for s in once}

@@ -30,6 +30,7 @@ from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_b
                                          reduces_outer_dim)
 from brrr_compiler.transforms.period import choose as choose_period, periodic
 from brrr_compiler.transforms.hoist import hoisted
+from brrr_compiler.transforms.tables import load_tables, tabled
 from brrr_compiler.transforms.split import specialize, split_bounds
 
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
@@ -87,6 +88,10 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     if period is not None:      # the schedule's other choices are the rewritten kernel's
         k = periodic(k, *period)
     rep = None if pieces or period else replicated_var(k)
+    # per-channel values, once per call (transforms/tables.py); not where the loop splits
+    # or one dim's values are replicated (codegen/cpp_replicate.py prints no tables)
+    tables = () if pieces or rep is not None else tabled(k, every=period is not None)
+    tabled_k = load_tables(k, tables)
     tile = INNER_TILE if rep is None else REPLICATE_TILE
     sizes = static_sizes(k.ranges) if k.loop_vars else None
     fork = None if k.loop_vars else False      # a 0-d kernel has no loop to fork
@@ -98,12 +103,20 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep, period=period,
-                       per_row=_per_row(k, pieces),
+                       tables=tables, per_call=_per_call(k, tabled_k, tables),
+                       per_row=_per_row(tabled_k, pieces),
                        prefetch=ahead_loads(k) if stream else frozenset(),
                        gather_rows=() if pieces or rep is not None else gathered_rows(k),
                        copy_strided=frozenset() if pieces or rep is not None
                        else strided_libm_loads(k),
                        unswitch=() if rep is not None else outer_select_conditions(k))
+
+
+def _per_call(k: Kernel, tabled_k: Kernel, tables: tuple[str, ...]) -> frozenset[str]:
+    """What fills the tables (once per call, over the inner extent): the tabled values
+    and those `tabled_k` no longer computes."""
+    kept = {s.out for s in tabled_k.body if s.out is not None} - set(tables)
+    return frozenset(s.out for s in k.body if s.out is not None) - kept
 
 
 def _per_row(k: Kernel, pieces: tuple) -> frozenset[str]:

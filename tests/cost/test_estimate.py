@@ -87,6 +87,22 @@ def test_values_the_inner_loop_does_not_change_count_once_per_row():
     src = cpp.kernel_source(k, 1)
     assert src.index("brrr_expf(") < src.index("#pragma omp simd")       # before the loop
 
+
+def test_values_of_the_inner_index_alone_count_once_per_call():
+    """exp of a per-column value (x broadcast along the outer dim): the printer computes
+    it once per call into a table over the inner extent (transforms/tables.py); the
+    schedule says so and the estimate counts N exps, not N * N."""
+    g = _only_group(lambda x, y: torch.exp(x) * y, _x(N), _x(N, N))
+    est = estimate_group(g, TOY)
+    assert est.compute_s == pytest.approx(N / 1e8 + N * N / 1e9)
+    k = lower_group(g, g.name)
+    sched = choose(k, "cpp", 1)
+    exp = next(s.out for s in k.body if s.op == "exp")
+    assert sched.tables == (exp,) and exp in sched.per_call
+    src = cpp.kernel_source(k, 1)
+    assert f"tab_{exp}[" in src and src.index("brrr_expf(") < src.index("for (int64_t w = 0;")
+
+
 def test_broadcast_operand_counts_its_own_size():
     g = _only_group(lambda x, b: x + b, _x(N, N), _x(N))
     est = estimate_group(g, TOY)

@@ -8,7 +8,7 @@ from brrr_compiler.cost import CostPolicy, generic_cpu
 from brrr_compiler.lowered_count import cost_policy
 from brrr_compiler.cost.measured import Measurement, MeasuredPolicy, measured_where_unsure
 from brrr_compiler.partition import GreedyPolicy, NoFusionPolicy
-from tests.cost.test_policy import broadcast_blowup, cheap_four_ways
+from tests.cost.test_policy import V, Y, broadcast_blowup, cheap_four_ways
 from tests.helpers import plan_of
 
 CPU2 = generic_cpu(threads=2)
@@ -39,7 +39,7 @@ def _chain(t):
 
 def test_measured_merges_follow_the_measurement_and_say_so():
     stand = Stand(lambda before, after: Measurement(before_s=1e-3, after_s=2e-3))
-    plan = plan_of(broadcast_blowup, _x(256), _x(1024, 256), policy=_policy(GreedyPolicy(), stand))
+    plan = plan_of(broadcast_blowup, _x(*V), _x(*Y), policy=_policy(GreedyPolicy(), stand))
     assert stand.asked and len(plan.groups) > 1, str(plan)
     for d in plan.decisions:
         assert not d.accepted, str(d)
@@ -51,7 +51,7 @@ def test_measured_merges_follow_the_measurement_and_say_so():
 
 def test_the_measurement_gets_both_sides_of_the_merge():
     stand = Stand(lambda before, after: Measurement(2e-3, 1e-3, cached=True))
-    plan = plan_of(broadcast_blowup, _x(256), _x(1024, 256), policy=_policy(GreedyPolicy(), stand))
+    plan = plan_of(broadcast_blowup, _x(*V), _x(*Y), policy=_policy(GreedyPolicy(), stand))
     assert len(plan.groups) == 1 and all(d.accepted for d in plan.decisions), str(plan)
     assert all("measured, cached: fused 1 ms vs separate 2 ms" in d.reason for d in plan.decisions)
     for before, after in stand.asked:
@@ -73,7 +73,7 @@ def test_cost_measures_inside_the_margin_either_way():
     """broadcast_blowup's merge into the product is predicted to lose by a wide margin:
     at a margin of 1.3 the cost policy's refusal stands; past the predicted ratio the
     merge is measured."""
-    args = _x(256), _x(1024, 256)
+    args = _x(*V), _x(*Y)
     wide, narrow = Stand(lambda b, a: Measurement(2.0, 1.0)), Stand(lambda b, a: Measurement(2.0, 1.0))
     plan = plan_of(broadcast_blowup, *args, policy=_policy(cost_policy(CPU2), narrow, margin=1.3))
     refused = [d for d in plan.decisions if not d.accepted]
@@ -84,7 +84,7 @@ def test_cost_measures_inside_the_margin_either_way():
 
 def test_a_merge_it_cannot_measure_keeps_the_policy_verdict_with_the_reason():
     stand = Stand(lambda before, after: "the graph has symbolic sizes")
-    plan = plan_of(broadcast_blowup, _x(256), _x(1024, 256), policy=_policy(GreedyPolicy(), stand))
+    plan = plan_of(broadcast_blowup, _x(*V), _x(*Y), policy=_policy(GreedyPolicy(), stand))
     assert len(plan.groups) == 1, str(plan)
     assert all(d.reason == "legal; the greedy policy fuses every legal merge; not measured: "
                            "the graph has symbolic sizes" for d in plan.decisions), str(plan)
@@ -105,7 +105,7 @@ def test_recompute_offers_are_measured_as_recomputing_vs_materialized():
 def test_size_refusals_stand_unmeasured():
     stand = Stand(lambda before, after: Measurement(2.0, 1.0))
     base = cost_policy(CPU2, max_inputs=1)
-    plan = plan_of(broadcast_blowup, _x(256), _x(1024, 256), policy=_policy(base, stand))
+    plan = plan_of(broadcast_blowup, _x(*V), _x(*Y), policy=_policy(base, stand))
     too_big = [d for d in plan.decisions if d.reason.startswith("too big")]
     assert too_big and not any(d.accepted for d in too_big), str(plan)
 

@@ -65,12 +65,18 @@ def expensive_vector(v):
     return v.sin().exp().erf()
 
 
+# v varies along the first and last dims and is broadcast along the middle one: the fused
+# kernel evaluates it per element (a vector of the last dim alone it would compute once
+# per call into a table, transforms/tables.py; one of the first dims once per row)
+V, Y = (2, 1, 128), (2, 1024, 128)
+
+
 def broadcast_blowup(v, y):
     return expensive_vector(v) * y
 
 
 def test_expensive_producer_is_not_broadcast_into_a_larger_domain():
-    v, y = _x(256), _x(1024, 256)
+    v, y = _x(*V), _x(*Y)
     greedy = plan_of(broadcast_blowup, v, y)
     assert len(greedy.groups) == 1, str(greedy)
     plan = plan_of(broadcast_blowup, v, y, policy=_cost())
@@ -90,7 +96,7 @@ def four_consumers(v, y1, y2, y3, y4):
 def test_expensive_producer_feeding_four_consumers_is_materialized():
     """Four consumers over a larger domain: recomputing the erf(exp(sin)) in each would
     evaluate it 512 times per element; it is computed once and read back."""
-    args = (_x(256),) + tuple(_x(512, 256) for _ in range(4))
+    args = (_x(*V),) + tuple(_x(2, 512, 128) for _ in range(4))
     plan = plan_of(four_consumers, *args, policy=_cost())
     first, *consumers = plan.groups
     assert _targets(first) == [aten.sin.default, aten.exp.default, aten.erf.default], str(plan)

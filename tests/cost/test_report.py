@@ -6,13 +6,13 @@ import torch
 
 import brrr_compiler
 from brrr_compiler.cost import DeviceSpec, save_device_spec
-from tests.cost.test_policy import broadcast_blowup
+from tests.cost.test_policy import V, broadcast_blowup
 from tests.helpers import check_against_eager
 
 
 def _inputs():
     gen = torch.Generator().manual_seed(0)
-    return torch.randn(256, generator=gen), torch.randn(512, 256, generator=gen)
+    return torch.randn(*V, generator=gen), torch.randn(2, 256, 128, generator=gen)
 
 
 def test_kernels_carry_predictions_and_decisions_print():

@@ -1,0 +1,104 @@
+"""Values of a pointwise kernel that depend on its innermost loop variable alone, computed
+once per call into small tables before its loops: which values, and the kernel that reads
+them from their tables.
+
+Note on why. On channels-last data the innermost loop of a kernel after a convolution runs
+over the channels, so what is computed from per-channel parameters alone, such as an
+inference BatchNorm's 1 / sqrt(var + eps), is the same in every row. Left in the loop it
+costs a vector square root and a division per element: the most expensive arithmetic of an
+otherwise memory-bound kernel. Each such value that is read by the rest of the loop and
+whose computation costs at least MIN_COST flop-equivalents (scalar_ops' costs) is computed
+in one loop over the inner extent before the parallel loop, into a table of that extent,
+and the main loop loads it from there. The same ops run in the same order, so the values
+are bit for bit those the loop computed. Only constant inner extents up to MAX_INNER (the
+tables live on the stack) and floating values take this.
+
+The C++ schedule takes the decision (CppSchedule.tables), so that what it records as
+computed once per row (CppSchedule.per_row) is read off the kernel the printer prints;
+codegen/cpp_invariant.py prints the tables.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+import torch
+
+from brrr_compiler import scalar_ops
+from brrr_compiler.kernel_ir import STRUCTURAL, Kernel, Stmt
+from brrr_compiler.symbolic import static_sizes
+from brrr_compiler.transforms.hoist import closure
+
+MAX_INNER = 4096
+MIN_COST = scalar_ops.DIV
+_FLOATS = (torch.float32, torch.float64)
+
+
+def tabled(k: Kernel, every: bool = False) -> tuple[str, ...]:
+    """The values of `k` computed into tables, in body order; () when nothing pays.
+    `every`: table every value of the inner loop alone that the rest reads, loads
+    included, whatever it costs (a periodic kernel's parameters: transforms/period.py)."""
+    sizes = static_sizes(k.ranges[-1:]) if k.loop_vars else None
+    if k.is_reduction or len(k.loop_vars) < 2 or sizes is None or not 1 < sizes[0] <= MAX_INNER:
+        return ()
+    body, only = k.body, inner_only(k)
+    return tuple(s.out for s in body if s.out in only and s.op != "const"
+                 and _read_outside(s.out, body, only)
+                 and (_reads(s.out, body) if every else (s.dtype in _FLOATS and s.op != "load"
+                                                         and _cost(s.out, body) >= MIN_COST)))
+
+
+def inner_only(k: Kernel) -> set[str]:
+    """The SSA values that depend on the innermost loop variable alone (loads of inputs at
+    indices in it only, constants, and scalar ops and casts of those)."""
+    inner, outputs = k.loop_vars[-1], {b.name for b in k.outputs}
+    only: set[str] = set()
+    for s in k.body:
+        if s.out is None:
+            continue
+        if s.op == "load":
+            free = sympy.sympify(s.index).free_symbols
+            ok = s.buffer not in outputs and free <= {inner}
+        elif s.op == "const":
+            ok = True
+        elif s.op == "cast" or s.op not in STRUCTURAL:
+            ok = all(a in only for a in s.args)
+        else:
+            ok = False
+        if ok:
+            only.add(s.out)
+    return only
+
+
+def load_tables(k: Kernel, names: tuple[str, ...]) -> Kernel:
+    """`k` reading each value of `names` from its table (`tab_<name>`, indexed by the
+    innermost loop variable), without the statements that only fed them."""
+    if not names:
+        return k
+    inner, only, tabled_ = k.loop_vars[-1], inner_only(k), set(names)
+    bodies = [[Stmt(s.out, s.dtype, "load", buffer=f"tab_{s.out}", index=inner)
+               if s.out in tabled_ else s for s in p.body] for p in k.phases]
+    while True:
+        used = {a for body in bodies for s in body for a in s.args}
+        kept = [[s for s in body if s.out not in only or s.out in tabled_ or s.out in used]
+                for body in bodies]
+        if kept == bodies:
+            break
+        bodies = kept
+    return dataclasses.replace(k, phases=[dataclasses.replace(p, body=body)
+                                          for p, body in zip(k.phases, bodies)])
+
+
+def _read_outside(name: str, body: list[Stmt], only: set[str]) -> bool:
+    return any(name in s.args and s.out not in only for s in body)
+
+
+def _reads(name: str, body: list[Stmt]) -> bool:
+    """Whether the value is computed from a load (a value of constants alone is not
+    tabled: it stays a loop-invariant value, which an unswitched select may test)."""
+    return any(s.op == "load" for s in closure(body, [name]))
+
+
+def _cost(name: str, body: list[Stmt]) -> float:
+    return sum(scalar_ops.row(s.op).cost for s in closure(body, [name])
+               if s.op not in STRUCTURAL)
