@@ -51,6 +51,8 @@ def view_index(node, idx: tuple, in_shape: tuple, out_shape: tuple) -> tuple:
     if t is aten.t.default:
         return tuple(reversed(idx))
     if t is aten.transpose.int:
+        if not idx:         # a 0-d tensor's transpose(0, -1) (its .mT, .T) is itself
+            return idx
         d0, d1 = _dim(args[1], len(idx)), _dim(args[2], len(idx))
         res = list(idx)
         res[d0], res[d1] = idx[d1], idx[d0]

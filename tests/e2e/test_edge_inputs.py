@@ -62,6 +62,20 @@ def test_zero_dim_inputs():
     assert has_kernel(graphs)
 
 
+@pytest.mark.parametrize("dims", [(0, 0), (0, -1), (-1, 0)])
+def test_transpose_of_a_zero_dim_value_inside_a_kernel(dims):
+    """A 0-d tensor's transpose(0, 0) / (0, -1) is the tensor itself; lowering it read
+    the index's first dim, which a 0-d value has not (generated pattern 149: the cost
+    policy raised, the graph ran through ATen)."""
+    x, s = randn(8, 17, seed=5), randn(seed=6)
+
+    def fn(x, s):
+        return torch.minimum(x * 2 - 1, (s * 3).transpose(*dims)), x * x.mean().transpose(*dims)
+
+    graphs = check_against_eager(fn, x, s, strict=True)
+    assert has_kernel(graphs)
+
+
 # ---- layouts: channels_last, overlapping strides, expanded ---------------------------
 
 def test_channels_last_norm_and_pointwise():
