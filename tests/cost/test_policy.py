@@ -258,3 +258,25 @@ def test_multilabel_margin_loss_folds_its_pairs_where_storing_them_cannot_run(mo
     from brrr_compiler import explain
     text = str(explain(fn, x, t, options={"fusion": _cost()}))
     assert "of this machine's memory" in text, text
+
+
+def _min_moved(x):
+    a = x.amin(-1, keepdim=True)
+    return (x - a[:1]).sum(-1) / 2          # amin read at row 0, not at its own row
+
+
+def test_greedy_fuses_only_what_lowers():
+    """Partition legality lets amin merge into a kernel that reads it at another row's
+    index, which lowering refuses ("a reduced dim moved"): the greedy policy the option
+    names lowers each merge and keeps the two kernels, where the whole group ran through
+    ATen before; the partition-only GreedyPolicy still takes the merge."""
+    x = torch.randn(6, 5, 7, generator=torch.Generator().manual_seed(0))
+    assert len(plan_of(_min_moved, x, policy=GreedyPolicy()).groups) == 1
+    graphs = check_against_eager(_min_moved, x, options={"fusion": "greedy"})
+    (graph,) = graphs
+    assert [k.aten_ops for k in graph.kernels] == [["aten.amin.default"],
+                                                   ["aten.slice.Tensor", "aten.sub.Tensor",
+                                                    "aten.sum.dim_IntList", "aten.div.Tensor"]]
+    assert not graph.fallbacks
+    assert any(d.reason.startswith("not fused: the kernel would not lower")
+               for d in graph.decisions if not d.accepted)
