@@ -171,10 +171,13 @@ class Autotuner:
     def measured(self, what: str, codes: dict, reads: list[str], measure):
         """({candidate: seconds}, whether cached): from the disk cache, else `measure()`
         (then cached); (a string saying why, False) when it could not measure."""
-        key, seconds = self.lookup(what, codes, reads)
-        if seconds is not None:
-            return seconds, True
-        seconds = measure()
+        try:
+            key, seconds = self.lookup(what, codes, reads)
+            if seconds is not None:
+                return seconds, True
+            seconds = measure()
+        except LookupError as err:      # a measurement never fails a compile
+            return f"a candidate reads a value the graph does not have ({err})", False
         if not isinstance(seconds, str):
             autotune_cache.store(self.cfg.cache_dir, key, seconds, self.cfg.cache_max_bytes)
         return seconds, False
@@ -234,7 +237,10 @@ class Autotuner:
         return t
 
     def _node(self, name: str) -> torch.fx.Node:
-        return next(n for n in self.gm.graph.nodes if n.name == name)
+        for n in self.gm.graph.nodes:
+            if n.name == name:
+                return n
+        raise LookupError(f"no node {name!r}")     # measured() gives the measurement up
 
     def _fallback(self) -> int:
         return smallest_dim(self.gm.graph)
