@@ -82,15 +82,37 @@ def is_short(extent) -> bool:
 # 2 or 3 rows that is what eager computes in every layout (its interleaved partials hold
 # one row each), bit for bit, and the double lanes of a short column cost its kernel up
 # to 1.8x ((2000, 3, 128).sum(1)). From 4 rows on, eager's order depends on the kept inner
-# dim (in order where it is a multiple of 32 floats, interleaved partials where it is 16-
-# 31: there its mean of 8 equal values is exact), so longer short columns keep double.
+# dim; two orders are known (benchmarks/results/notes.md, "Float sums over short
+# columns"), and where neither applies a short column adds in double (exact).
 EAGER_IN_ORDER_COLUMN = 3
+# Eager adds the columns of its kept inner dim's whole groups of EAGER_CHUNK_WIDTH in
+# float in chunks of EAGER_CHUNK_ROWS rows, in order, and the chunks' totals in order: the
+# columns schedule's blocks do the same for a short column (at most two blocks, whose
+# double total rounds as their float sum; cpp_column_order.py), bit for bit at 4-31 rows
+# over 32-2048 columns on the AMD EPYC VM. The double tile arrays took a variance over
+# the middle dim of (512, 16, 128) ~2x the float kernel's time.
+EAGER_CHUNK_WIDTH = 32
+EAGER_CHUNK_ROWS = 16
+# The columns past the last whole group (all of them under EAGER_CHUNK_WIDTH) eager adds
+# in PARTIALS interleaved partials (`eager_interleaved`), whose mean of 8 or 16 equal
+# values is exact: column lanes (cpp_row_lanes.py) add so too, bit for bit at 4-31 rows
+# over 18-31 columns, and the columns schedule past the groups of 33-200 columns (over
+# narrower rows it adds in double: cpp_column_order.py).
+PARTIALS = 4
 
 
 def adds_in_order(column) -> bool:
     """A column known to be short enough that eager adds it in float, in order."""
     e = sympy.sympify(column)
     return bool(e.is_Integer and int(e) <= EAGER_IN_ORDER_COLUMN)
+
+
+def eager_interleaved(n: int) -> list[int]:
+    """The partial each of a column's n values adds into, in eager's interleaved order:
+    the first n // PARTIALS * PARTIALS values round-robin, the rest into the first; the
+    partials are then added in order."""
+    whole = n // PARTIALS * PARTIALS
+    return [e % PARTIALS if e < whole else 0 for e in range(n)]
 
 
 class Accumulators:

@@ -15,8 +15,9 @@ so that no thread idles. Per-row values of the kernel
 A float32 sum folds rows in blocks of BLOCK_ROWS, as the row kernel's column folds do: a
 column adds at most BLOCK_ROWS values in float, then each block's total goes into a
 double (cpp_accumulators.total_ctype; a column shorter than cpp_accumulators.SHORT adds
-in double throughout). Its rounding error then grows with the block, not
-with the column's length: a plain float sum of 1024 rows erred 4x eager's (whose sums
+in double throughout, unless eager's own order is known: then as eager does,
+cpp_column_order.py). Its rounding error then grows with the block, not with the
+column's length: a plain float sum of 1024 rows erred 4x eager's (whose sums
 are cascaded) on a bias gradient. Other folds (max, min, sums in double) take blocks of
 CHUNK rows, as before.
 
@@ -36,8 +37,11 @@ import sympy
 
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
-from brrr_compiler.codegen.cpp_accumulators import (adds_in_order, arg_update, init_value,
-                                                     is_short, update)
+from brrr_compiler.codegen.cpp_accumulators import (EAGER_CHUNK_ROWS, adds_in_order,
+                                                     arg_update, init_value, is_short, update)
+from brrr_compiler.codegen.cpp_column_order import (eager_split, follows_eager,
+                                                    interleaved_array, interleaved_reset,
+                                                    interleaved_total, row_partial)
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_column_split import shared_rows
 from brrr_compiler.codegen.cpp_column_stage import copies, declarations, restaged, staged_loads
@@ -68,8 +72,13 @@ class OuterReductionPrinter(ReductionPrinter):
     def __init__(self, kernel, sched, ctype, stmt_line, cexpr):
         super().__init__(kernel, sched, ctype, stmt_line, cexpr)
         column = sympy.Mul(*kernel.reduction_ranges)
-        # double throughout for short columns, unless eager's own are float and in order
-        self.acc.short = is_short(column) and not adds_in_order(column)
+        # double throughout for short columns, unless eager's own are float and in order,
+        # or this kernel adds them in eager's order (cpp_column_order.py)
+        self.eager_at = eager_split(kernel, sched)
+        self.acc.short = is_short(column) and not adds_in_order(column) and self.eager_at is None
+        # sums whose tile's last columns add in eager's interleaved partials
+        self.tail = frozenset() if self.eager_at in (None, "bn") else frozenset(
+            s.out for s in kernel.body if s.op == "reduce" and follows_eager(s, self.acc))
         self.row_level = {s.out for p in kernel.phases for s in p.body
                           if s.out and (not p.loop or s.op == "reduce")}
 
@@ -100,7 +109,8 @@ class OuterReductionPrinter(ReductionPrinter):
             lines.append(f"{indent}const int64_t {rv[j]} = rrest % m{j}; rrest /= m{j};")
         return lines
 
-    def tile_loop(self, indent: str, lines: list[str]) -> list[str]:
+    def tile_loop(self, indent: str, lines: list[str], start: str = "0",
+                  stop: str = "bn") -> list[str]:
         inner = self.k.loop_vars[-1]
         if self.rows > 1:     # a block of whole short rows: b1 over them, b2 along each
             sec, w = self.k.loop_vars[-2], self.width
@@ -110,7 +120,10 @@ class OuterReductionPrinter(ReductionPrinter):
                      f"{indent}    const int64_t b = b1 * {w} + b2;",
                      f"{indent}    const int64_t {inner} = b2;"]
                     + [f"{indent}    {ln}" for ln in lines] + [f"{indent}  }}", f"{indent}}}"])
-        return ([f"{indent}#pragma omp simd", f"{indent}for (int64_t b = 0; b < bn; ++b) {{",
+        if start == stop:
+            return []
+        return ([f"{indent}#pragma omp simd",
+                 f"{indent}for (int64_t b = {start}; b < {stop}; ++b) {{",
                  f"{indent}  const int64_t {inner} = lo + b;"]
                 + [f"{indent}  {ln}" for ln in lines] + [f"{indent}}}"])
 
@@ -127,34 +140,56 @@ class OuterReductionPrinter(ReductionPrinter):
         hoisted = {s.out for s in once}
         converted, self.bits = invariant_bits(phase.body, hoisted, indent + "    ")
         staged = staged_loads(phase.body, self.sched.column_stage)
-        body = []
-        for s in restaged(phase.body, staged, self.k, self.rows):
-            if s.out in hoisted:
-                continue
-            if s.op == "reduce" and s.value in ARG_FOLDS:
-                body.append(arg_update(s.value, f"c_{s.out}[b]", f"ci_{s.out}[b]",
-                                       *(self._arg(a) for a in s.args[:2])))
-            elif s.op == "reduce":
-                body.append(_update(s.value, f"c_{s.out}[b]", s.args[0]))
-            else:
-                body.append(self.stmt(s))
-        rows = BLOCK_ROWS if any(self.acc.total_ctype(r) == "double" for r in reds) else CHUNK
-        lines = [f"{indent}for (int64_t cb = {lo}; cb < {hi}; cb += {rows}) {{",
-                 f"{indent}  const int64_t ce = brrr_min_i64(cb + {rows}, {hi});"]
+        body, tail = self._bodies(restaged(phase.body, staged, self.k, self.rows), hoisted)
+        tails = [r for r in reds if r.out in self.tail]
+        at = self.eager_at if tails else "bn"
+        rows = EAGER_CHUNK_ROWS if self.eager_at is not None else \
+            BLOCK_ROWS if any(self.acc.total_ctype(r) == "double" for r in reds) else CHUNK
+        lines = self.tile_loop(indent, [ln for r in tails for ln in interleaved_reset(r)],
+                               at) if tails else []
+        lines += [f"{indent}for (int64_t cb = {lo}; cb < {hi}; cb += {rows}) {{",
+                  f"{indent}  const int64_t ce = brrr_min_i64(cb + {rows}, {hi});"]
         lines += self.tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
         lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
         lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
+        if tails:
+            lines += [f"{indent}    {row_partial(int(sympy.Mul(*self.k.reduction_ranges)))}"]
         lines += [f"{indent}    {self.stmt(s)}" for s in once] + converted
         lines += declarations(staged, self.k, self.tile, indent + "    ")
         lines += copies(staged, self.k, self.rows, self.width, self.cexpr, indent + "    ")
-        lines += self.tile_loop(indent + "    ", body)
+        lines += self.tile_loop(indent + "    ", body, stop=at)
+        lines += self.tile_loop(indent + "    ", tail, start=at) if tails else []
         lines += [f"{indent}  }}"]
-        lines += self.tile_loop(indent + "  ", [ln for r in reds for ln in self._fold(r)])
+        folds = [ln for r in reds if r.out not in self.tail for ln in self._fold(r)]
+        lines += self.tile_loop(indent + "  ", folds) if folds else []
+        if tails:
+            lines += self.tile_loop(indent + "  ", [ln for r in tails for ln in self._fold(r)],
+                                    stop=at)
         lines += [f"{indent}}}"]
+        lines += self.tile_loop(indent, [interleaved_total(r) for r in tails], at) if tails else []
         if final:
             lines += self.tile_loop(indent, [self.final_line(r) for r in reds])
         self.bits = frozenset()
         return lines
+
+    def _bodies(self, stmts, hoisted: set) -> tuple[list[str], list[str]]:
+        """The tile loop's body per streamed row, and its body over the columns past
+        eager_at, whose sums in self.tail add into their interleaved partials."""
+        body, tail = [], []
+        for s in stmts:
+            if s.out in hoisted:
+                continue
+            if s.op == "reduce" and s.value in ARG_FOLDS:
+                line = arg_update(s.value, f"c_{s.out}[b]", f"ci_{s.out}[b]",
+                                  *(self._arg(a) for a in s.args[:2]))
+            elif s.op == "reduce":
+                line = _update(s.value, f"c_{s.out}[b]", s.args[0])
+            else:
+                line = self.stmt(s)
+            body.append(line)
+            tail.append(_update(s.value, f"cq_{s.out}[q][b]", s.args[0])
+                        if s.out in self.tail else line)
+        return body, tail
 
     def _prefetch(self, phase: Phase, indent: str) -> list[str]:
         """Request each contiguous input's piece of a row further ahead (module note); only
@@ -256,6 +291,7 @@ class OuterReductionPrinter(ReductionPrinter):
                     init = init_value(s.value, at, s.dtype)
                     bt = self.acc.total_ctype(s, lanes=True) or ct   # a block's partial
                     # only the tile's bn columns: every loop stops there
+                    lines += [indent + interleaved_array(s, t)] if s.out in self.tail else []
                     lines += [f"{indent}{at} acc_{s.out}[{t}];", f"{indent}{bt} c_{s.out}[{t}];",
                               f"{indent}for (int64_t b = 0; b < bn; ++b) acc_{s.out}[b] = {init};"]
         return lines

@@ -25,8 +25,7 @@ import torch
 from brrr_compiler.codegen.cpp_arg_lanes import lane_chunk, lane_update
 from brrr_compiler.codegen.cpp_across import AcrossRows
 from brrr_compiler.codegen.cpp_accumulators import (ARG_FOLDS, CHUNK, CLAUSE, Accumulators,
-                                                     adds_in_order, arg_update,
-                                                     invariant_sums, is_short,
+                                                     arg_update, invariant_sums, is_short,
                                                      signed_sums, sums_into_totals, update)
 from brrr_compiler.codegen.cpp_columns import ColumnFolds
 from brrr_compiler.codegen.cpp_flat_tables import table_fills
@@ -83,9 +82,8 @@ class ReductionPrinter(AcrossRows):
         self.row_extent = rr[-1] if kernel.reduction_vars else sympy.Mul(*rr)
         inner = kernel.reduction_vars[-1] if kernel.reduction_vars else None
         signs = known_signs(kernel)
-        # short columns in lanes add as the columns schedule's do (cpp_outer_reduce.py)
-        short = is_short(self.row_extent) and not (
-            sched.column_lanes and adds_in_order(self.row_extent))
+        # short columns in lanes add in float, in eager's order (cpp_row_lanes._slots)
+        short = is_short(self.row_extent) and not sched.column_lanes
         self.acc = Accumulators(ctype, self.arg_dtype, short,
                                 (invariant_sums(kernel.body, inner) if inner is not None
                                  else frozenset()) | sums_into_totals(kernel, signs))

@@ -29,13 +29,16 @@ from __future__ import annotations
 import dataclasses
 
 import sympy
+import torch
 
+from brrr_compiler.codegen.cpp_accumulators import (EAGER_CHUNK_ROWS, EAGER_CHUNK_WIDTH,
+                                                     PARTIALS, adds_in_order,
+                                                     eager_interleaved, is_short)
 from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_types import STORAGE
 from brrr_compiler.kernel_ir import ARG_FOLDS
 
 LANE = sympy.Symbol("lane", integer=True)
-PARTIALS = 4        # independent partials of an unrolled double sum (_unrolled)
 
 
 def row_lanes(printer) -> list[str]:
@@ -136,21 +139,24 @@ def _copies(printer, arrays: dict, n: int, way: str) -> list[str]:
 def _unrolled(printer, phase, indent: str) -> list[str]:
     """A loop phase over the row's static extent as straight-line code: each element's
     copy of the body with the element's index and its own value names (v3_0, v3_1, ...);
-    folds update the row's partial in element order, but a sum that adds in double in
-    PARTIALS partials, element e into partial e % PARTIALS, added up in a tree at the end:
-    one chain of 16 dependent double adds per block of lanes left the core waiting on
-    each add's latency (a variance over the middle dim of (512, 16, 100) took 1.3-1.8x
-    the columns schedule's time). Another order moves a double total of floats by about
-    its last bit: the float result changes only where that total lies so close to the
-    midpoint between two floats."""
+    folds update the row's partial in element order, but a sum split in partials
+    (`_slots`) adds each element into its own, the partials added at the end (four in a
+    tree). A sum in double: one chain of 16 dependent double adds per block of lanes left
+    the core waiting on each add's latency (a variance over the middle dim of (512, 16,
+    100) took 1.3-1.8x the columns schedule's time). Another order moves a double total
+    of floats by about its last bit: the float result changes only where that total lies
+    so close to the midpoint between two floats."""
     k, acc = printer.k, printer.acc
     rv, extent = k.reduction_vars[0], int(k.reduction_ranges[0])
     reds = [s for s in phase.body if s.op == "reduce"]
     lines = [ln for r in reds for ln in acc.decls(r, indent, "acc_", "nan_", "ai_")]
     lines += [ln for r in reds for ln in acc.decls(r, indent, "c_", "cn_", "ci_", lanes=True)]
-    split = {r.out for r in reds if acc.total_ctype(r, lanes=True) == "double"}
-    k_parts = min(PARTIALS, extent)
-    lines += [f"{indent}double c_{r}_p{j};" for r in sorted(split) for j in range(1, k_parts)]
+    slots = {r.out: _slots(printer, r, extent) for r in reds}
+    slots = {r: sl for r, sl in slots.items() if sl and max(sl) > 0}    # sums split in parts
+    tree = {r.out for r in reds if acc.total_ctype(r, lanes=True) == "double"}
+    lines += [f"{indent}{acc.total_ctype(r, lanes=True) or 'float'} c_{r.out}_p{j};"
+              for r in sorted(reds, key=lambda r: r.out) if r.out in slots
+              for j in range(1, max(slots[r.out]) + 1)]
     local = {s.out for s in phase.body if s.out is not None and s.op != "reduce"}
     for e in range(extent):
         ren = {v: f"{v}_{e}" for v in local}
@@ -159,15 +165,44 @@ def _unrolled(printer, phase, indent: str) -> list[str]:
             index=None if s.index is None else sympy.sympify(s.index).xreplace({rv: e}))
             for s in phase.body]
         printer.dtypes.update({ren[v]: printer.dtypes[v] for v in local})   # stmt_line reads them
-        lines += printer.body_lines([s for s in body if s.out not in split], indent, True)
-        # a partial starts at its first value: `0.0 + x` is not folded (x may be -0.0)
-        part = "" if e % k_parts == 0 else f"_p{e % k_parts}"
-        lines += [f"{indent}c_{s.out}{part} {'=' if e < k_parts else '+='} {s.args[0]};"
-                  for s in body if s.out in split]
-    for r in sorted(split):
-        lines += _tree(f"c_{r}", [f"c_{r}_p{j}" for j in range(1, k_parts)], indent)
+        lines += printer.body_lines([s for s in body if s.out not in slots], indent, True)
+        for s in body:
+            if s.out in slots:     # a partial starts at its first value: `0.0 + x` is not
+                j = slots[s.out][e]    # folded (x may be -0.0)
+                first = slots[s.out].index(j) == e
+                lines.append(f"{indent}c_{s.out}{f'_p{j}' if j else ''} "
+                             f"{'=' if first else '+='} {s.args[0]};")
+    for r in sorted(slots):
+        parts = [f"c_{r}_p{j}" for j in range(1, max(slots[r]) + 1)]
+        lines += _tree(f"c_{r}", parts, indent) if r in tree else \
+            [f"{indent}c_{r} += {p};" for p in parts]      # eager's partials add in order
     lines += [ln for r in reds for ln in _into_total(acc, r, indent)]
     return lines + [indent + acc.finish(r) for r in reds]
+
+
+def _slots(printer, r, extent: int) -> list[int] | None:
+    """Which partial of `r` each element of the row adds into, where the row is split in
+    several (None: one, in order). A sum in double: element e into e % PARTIALS. A
+    float32 sum over a short column (4 to SHORT - 1 rows) in column lanes adds in float
+    in eager's order: in its chunks over EAGER_CHUNK_WIDTH columns or more (row e into
+    chunk e // EAGER_CHUNK_ROWS: wide lanes, eager's order but in the columns past its
+    last whole group), else in its PARTIALS interleaved partials
+    (cpp_accumulators.eager_interleaved). Its lanes added in double before: the conversions and double adds took x.sum(1) of
+    (4000, 9, 31) 72 us alone against 43 in float, where Inductor's whole call took 62
+    (benchmarks/results/notes.md, "Float sums over short columns"). Up to 3 rows eager
+    adds in order (adds_in_order); from SHORT rows on the sum adds in float in order, as
+    the columns schedule's blocks do."""
+    interleaved = [e % min(PARTIALS, extent) for e in range(extent)]
+    if printer.acc.total_ctype(r, lanes=True) == "double":
+        return interleaved
+    k = printer.k
+    if not (printer.sched.column_lanes and r.value == "sum" and r.dtype is torch.float32
+            and is_short(extent) and not adds_in_order(extent)):
+        return None
+    width = sympy.sympify(k.ranges[-1])
+    if width.is_Integer and int(width) >= EAGER_CHUNK_WIDTH:   # wide lanes: eager's order
+        return [e // EAGER_CHUNK_ROWS for e in range(extent)]  # but in the last group's
+    return eager_interleaved(extent)
 
 
 def _into_total(acc, r, indent: str) -> list[str]:

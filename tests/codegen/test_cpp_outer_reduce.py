@@ -86,7 +86,7 @@ def test_columns_of_at_most_three_rows_add_in_float_in_order_as_eager():
     test_short_sums.py: there eager's order depends on the layout)."""
     FileCheck().check("float c_v1[128];").check("c_v1[b] += v0;").run(
         _middle_sum_source((2000, 3, 128)))
-    FileCheck().check("double c_v1[").run(_middle_sum_source((100, 4, 128)))
+    FileCheck().check("double c_v1[").run(_middle_sum_source((1, 4, 100)))
     gen = torch.Generator().manual_seed(1)
     for shape in ((2000, 3, 128), (100, 3, 21), (300, 3, 7), (7, 2, 1000)):
         x = torch.randn(shape, generator=gen)
@@ -95,6 +95,32 @@ def test_columns_of_at_most_three_rows_add_in_float_in_order_as_eager():
     x = torch.randn(300, 3, 7, generator=gen)
     x[3, 2, 1], x[4, 0, 0] = float("nan"), float("inf")
     check_against_eager(lambda t: t.sum(1) * 2, x.requires_grad_())
+
+
+def test_short_columns_add_in_eagers_order():
+    """Over a multiple of 32 kept columns eager adds a column in float, 16 rows at a time
+    (cpp_column_order.py); so do the columns schedule's blocks and the wide
+    column lanes, bit for bit, without double tile arrays. Over 18-31 columns it adds in
+    four interleaved partials (eager_interleaved), as the column lanes do, and so do the
+    columns past the last group of 32: a tile that is a whole row adds each part in its
+    order (cpp_column_order.py). Tiles that cut a row, and narrower rows, keep double."""
+    FileCheck().check("float c_v1[128];").check("cb += 16").run(_middle_sum_source((100, 9, 128)))
+    FileCheck().check("float cq_v1[4][100];").check("b < 96").check("c_v1[b] += v0;") \
+        .check("b = 96").check("cq_v1[q][b] += v0;").run(_middle_sum_source((100, 9, 100)))
+    FileCheck().check("double c_v1[").run(_middle_sum_source((1, 9, 100)))
+    FileCheck().check("double c_v1[").run(_middle_sum_source((2000, 16, 24)))
+    gen = torch.Generator().manual_seed(2)
+    for shape in ((100, 4, 128), (60, 9, 96), (40, 17, 64), (30, 31, 32), (20, 24, 1024),
+                  (8, 5, 4096), (100, 9, 31), (60, 6, 20), (40, 30, 25), (30, 7, 21),
+                  (50, 9, 100), (40, 17, 84), (20, 5, 33), (30, 31, 63)):
+        x = torch.randn(shape, generator=gen)
+        torch._dynamo.reset()
+        out = torch.compile(lambda t: t.sum(1), backend="brrr")(x)
+        assert torch.equal(out, x.sum(1)), shape
+    x = torch.randn(50, 20, 64, generator=gen)
+    x[3, 2, 1], x[4, 0, 0], x[5, 19, 63] = float("nan"), float("inf"), -float("inf")
+    check_against_eager(lambda t: t.var(1) + t.mean(1), x.requires_grad_())
+    check_against_eager(lambda t: t.var(1) * t.sum(1), x[:, :, :50].detach().requires_grad_())
 
 
 def test_column_max_and_min_keep_a_nan_without_flags():
