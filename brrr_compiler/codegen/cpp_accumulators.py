@@ -95,9 +95,9 @@ EAGER_CHUNK_WIDTH = 32
 EAGER_CHUNK_ROWS = 16
 # The columns past the last whole group (all of them under EAGER_CHUNK_WIDTH) eager adds
 # in PARTIALS interleaved partials (`eager_interleaved`), whose mean of 8 or 16 equal
-# values is exact: column lanes (cpp_row_lanes.py) add so too, bit for bit at 4-31 rows
-# over 18-31 columns, and the columns schedule past the groups of 33-200 columns (over
-# narrower rows it adds in double: cpp_column_order.py).
+# values is exact: column lanes (cpp_row_lanes.py) and the columns schedule
+# (cpp_column_order.py) add so too, bit for bit at 4-31 rows over 8-31 columns and past
+# the groups of 33-200 columns.
 PARTIALS = 4
 
 

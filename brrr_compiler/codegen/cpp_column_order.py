@@ -5,16 +5,13 @@ in one of two orders by the column's place in the kept inner dim (cpp_accumulato
 columns in whole groups of EAGER_CHUNK_WIDTH in chunks of EAGER_CHUNK_ROWS rows, the
 others in PARTIALS interleaved partials. The columns schedule follows it where it knows
 every column's order: over a multiple of EAGER_CHUNK_WIDTH columns (all grouped, tiles of
-any width), or where a tile is a whole row of more columns (its first `split` columns
-grouped, the rest not). Its walk then folds rows in blocks of EAGER_CHUNK_ROWS, and per
-row runs the tile loop twice: the grouped columns into c_<r>[b], folded into the total
-per block; the others into cq_<r>[q][b], partial q of the row (set once per row, a
-scalar), folded after the walk, the partials in order. Elsewhere (tiles that cut a row's
-last group, rows shared across threads, blocks of short rows, rows narrower than a
-group) short columns add in double, exact. A whole row of interleaved columns (24 over
-16 rows) took 1.2x the double arrays' time: the partials indexed by q stay in memory,
-where gcc keeps a tile of 24 doubles in registers; past a group, a few columns' partials
-cost little (benchmarks/results/notes.md, "Float sums over short columns").
+any width), or where a tile is a whole row of at least EAGER_NARROW_WIDTH columns (its
+first `split` columns grouped, the rest not). Its walk then folds rows in blocks of
+EAGER_CHUNK_ROWS; each row's tile loop over the grouped columns adds into c_<r>[b],
+folded into the total per block, and a second over the others (`interleaved_rows`) adds
+into cq<u>_<r>[b], partial u, folded after the walk, the partials in order. Elsewhere
+(tiles that cut a row's last group, rows shared across threads, blocks of short rows,
+rows of fewer than EAGER_NARROW_WIDTH columns) short columns add in double, exact.
 """
 from __future__ import annotations
 
@@ -23,6 +20,9 @@ import torch
 
 from brrr_compiler.codegen.cpp_accumulators import (EAGER_CHUNK_WIDTH, PARTIALS,
                                                      adds_in_order, is_short)
+
+# Over fewer columns eager's order is neither (4 columns: in order; 1 and 5-7: others)
+EAGER_NARROW_WIDTH = 8
 
 
 
@@ -37,7 +37,7 @@ def eager_split(k, sched) -> str | None:
         return None
     if int(width) % EAGER_CHUNK_WIDTH == 0:
         return "bn"
-    if int(width) < EAGER_CHUNK_WIDTH or sched.column_tile != int(width):
+    if int(width) < EAGER_NARROW_WIDTH or sched.column_tile != int(width):
         return None
     return str(int(width) // EAGER_CHUNK_WIDTH * EAGER_CHUNK_WIDTH)
 
@@ -47,24 +47,36 @@ def follows_eager(r, acc) -> bool:
     return r.value == "sum" and r.dtype is torch.float32 and acc.total_ctype(r, lanes=True) is None
 
 
-def row_partial(column: int) -> str:
-    """The statement that picks a streamed row's interleaved partial q, as
-    cpp_accumulators.eager_interleaved assigns them."""
-    whole = column // PARTIALS * PARTIALS
-    return f"const int64_t q = rr < {whole} ? (rr & {PARTIALS - 1}) : 0;"
+def interleaved_rows(indent: str, row, column) -> list[str]:
+    """The block's rows [cb, ce): `row(indent, q)` prints one (rr), its tail's sums into
+    partial q (cq<q>_<r>). Rows before the column's last whole PARTIALS go PARTIALS at a
+    time, row rr + u into partial u (cb is a multiple of PARTIALS), the rest one at a time
+    into partial 0, as cpp_accumulators.eager_interleaved assigns them: each partial a
+    constant, which gcc keeps in registers over a tile of a few columns (indexed by
+    rr & 3 they stayed in memory: a whole row of 24 columns took 1.2x the double's time)."""
+    whole = int(column) // PARTIALS * PARTIALS
+    inner = indent + "    "
+    lines = [f"{indent}for (int64_t rg = cb; rg < ce;) {{",
+             f"{indent}  if (rg + {PARTIALS} <= brrr_min_i64(ce, {whole})) {{"]
+    for u in range(PARTIALS):
+        lines += [f"{indent}    {{", f"{inner}  const int64_t rr = rg{f' + {u}' if u else ''};"]
+        lines += row(inner + "  ", u) + [f"{indent}    }}"]
+    lines += [f"{indent}    rg += {PARTIALS};", f"{indent}  }} else {{",
+              f"{inner}const int64_t rr = rg;"]
+    return lines + row(inner, 0) + [f"{indent}    rg += 1;", f"{indent}  }}", f"{indent}}}"]
 
 
-def interleaved_array(r, tile: int) -> str:
-    return f"float cq_{r.out}[{PARTIALS}][{tile}];"
+def interleaved_array(r, tile: int) -> list[str]:
+    return [f"float cq{j}_{r.out}[{tile}];" for j in range(PARTIALS)]
 
 
 def interleaved_reset(r) -> list[str]:
-    return [f"cq_{r.out}[{j}][b] = 0.0f;" for j in range(PARTIALS)]
+    return [f"cq{j}_{r.out}[b] = 0.0f;" for j in range(PARTIALS)]
 
 
 def interleaved_total(r) -> str:
     """The partials added in order (eager's), then into the column's total."""
-    total = f"cq_{r.out}[0][b]"
+    total = f"cq0_{r.out}[b]"
     for j in range(1, PARTIALS):
-        total = f"({total} + cq_{r.out}[{j}][b])"
+        total = f"({total} + cq{j}_{r.out}[b])"
     return f"acc_{r.out}[b] += {total};"

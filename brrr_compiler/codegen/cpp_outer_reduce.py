@@ -41,7 +41,7 @@ from brrr_compiler.codegen.cpp_accumulators import (EAGER_CHUNK_ROWS, adds_in_or
                                                      arg_update, init_value, is_short, update)
 from brrr_compiler.codegen.cpp_column_order import (eager_split, follows_eager,
                                                     interleaved_array, interleaved_reset,
-                                                    interleaved_total, row_partial)
+                                                    interleaved_rows, interleaved_total)
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_column_split import shared_rows
 from brrr_compiler.codegen.cpp_column_stage import copies, declarations, restaged, staged_loads
@@ -149,17 +149,25 @@ class OuterReductionPrinter(ReductionPrinter):
                                at) if tails else []
         lines += [f"{indent}for (int64_t cb = {lo}; cb < {hi}; cb += {rows}) {{",
                   f"{indent}  const int64_t ce = brrr_min_i64(cb + {rows}, {hi});"]
-        lines += self.tile_loop(indent + "  ", [ln for r in reds for ln in self._reset(r)])
-        lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
-        lines += self._decode_r(indent + "    ") + self._prefetch(phase, indent + "    ")
+        resets = [ln for r in reds if r.out not in self.tail for ln in self._reset(r)]
+        lines += self.tile_loop(indent + "  ", resets) if resets else []
+        lines += self.tile_loop(indent + "  ", [ln for r in tails for ln in self._reset(r)],
+                                stop=at) if tails else []
+
+        def row(ind: str, q: int = 0) -> list[str]:      # one streamed row, rr
+            out = self._decode_r(ind) + self._prefetch(phase, ind)
+            out += [f"{ind}{self.stmt(s)}" for s in once] + converted
+            out += declarations(staged, self.k, self.tile, ind)
+            out += copies(staged, self.k, self.rows, self.width, self.cexpr, ind)
+            out += self.tile_loop(ind, body, stop=at)
+            return out + (self.tile_loop(ind, [ln.replace("cq_", f"cq{q}_") for ln in tail],
+                                         start=at) if tails else [])
+
         if tails:
-            lines += [f"{indent}    {row_partial(int(sympy.Mul(*self.k.reduction_ranges)))}"]
-        lines += [f"{indent}    {self.stmt(s)}" for s in once] + converted
-        lines += declarations(staged, self.k, self.tile, indent + "    ")
-        lines += copies(staged, self.k, self.rows, self.width, self.cexpr, indent + "    ")
-        lines += self.tile_loop(indent + "    ", body, stop=at)
-        lines += self.tile_loop(indent + "    ", tail, start=at) if tails else []
-        lines += [f"{indent}  }}"]
+            lines += interleaved_rows(indent + "  ", row, sympy.Mul(*self.k.reduction_ranges))
+        else:
+            lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
+            lines += row(indent + "    ") + [f"{indent}  }}"]
         folds = [ln for r in reds if r.out not in self.tail for ln in self._fold(r)]
         lines += self.tile_loop(indent + "  ", folds) if folds else []
         if tails:
@@ -187,7 +195,7 @@ class OuterReductionPrinter(ReductionPrinter):
             else:
                 line = self.stmt(s)
             body.append(line)
-            tail.append(_update(s.value, f"cq_{s.out}[q][b]", s.args[0])
+            tail.append(_update(s.value, f"cq_{s.out}[b]", s.args[0])
                         if s.out in self.tail else line)
         return body, tail
 
@@ -291,7 +299,8 @@ class OuterReductionPrinter(ReductionPrinter):
                     init = init_value(s.value, at, s.dtype)
                     bt = self.acc.total_ctype(s, lanes=True) or ct   # a block's partial
                     # only the tile's bn columns: every loop stops there
-                    lines += [indent + interleaved_array(s, t)] if s.out in self.tail else []
+                    lines += [indent + a for a in interleaved_array(s, t)] \
+                        if s.out in self.tail else []
                     lines += [f"{indent}{at} acc_{s.out}[{t}];", f"{indent}{bt} c_{s.out}[{t}];",
                               f"{indent}for (int64_t b = 0; b < bn; ++b) acc_{s.out}[b] = {init};"]
         return lines

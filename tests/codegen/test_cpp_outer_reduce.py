@@ -103,16 +103,20 @@ def test_short_columns_add_in_eagers_order():
     column lanes, bit for bit, without double tile arrays. Over 18-31 columns it adds in
     four interleaved partials (eager_interleaved), as the column lanes do, and so do the
     columns past the last group of 32: a tile that is a whole row adds each part in its
-    order (cpp_column_order.py). Tiles that cut a row, and narrower rows, keep double."""
+    order (cpp_column_order.py). Tiles that cut a row, and rows of fewer than 8 columns
+    (where eager's order is neither), keep double."""
     FileCheck().check("float c_v1[128];").check("cb += 16").run(_middle_sum_source((100, 9, 128)))
-    FileCheck().check("float cq_v1[4][100];").check("b < 96").check("c_v1[b] += v0;") \
-        .check("b = 96").check("cq_v1[q][b] += v0;").run(_middle_sum_source((100, 9, 100)))
+    FileCheck().check("float cq3_v1[100];").check("b < 96").check("c_v1[b] += v0;") \
+        .check("b = 96").check("cq1_v1[b] += v0;").run(_middle_sum_source((100, 9, 100)))
+    FileCheck().check("float cq0_v1[24];").check_not("c_v1[b] += v0;") \
+        .check("cq3_v1[b] += v0;").run(_middle_sum_source((2000, 16, 24)))
     FileCheck().check("double c_v1[").run(_middle_sum_source((1, 9, 100)))
-    FileCheck().check("double c_v1[").run(_middle_sum_source((2000, 16, 24)))
+    FileCheck().check("double c_v1[").run(_middle_sum_source((2000, 9, 5)))
     gen = torch.Generator().manual_seed(2)
     for shape in ((100, 4, 128), (60, 9, 96), (40, 17, 64), (30, 31, 32), (20, 24, 1024),
                   (8, 5, 4096), (100, 9, 31), (60, 6, 20), (40, 30, 25), (30, 7, 21),
-                  (50, 9, 100), (40, 17, 84), (20, 5, 33), (30, 31, 63)):
+                  (50, 9, 100), (40, 17, 84), (20, 5, 33), (30, 31, 63), (200, 9, 8),
+                  (60, 5, 16), (30, 24, 24), (100, 14, 17)):
         x = torch.randn(shape, generator=gen)
         torch._dynamo.reset()
         out = torch.compile(lambda t: t.sum(1), backend="brrr")(x)
