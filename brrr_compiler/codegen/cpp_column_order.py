@@ -25,7 +25,6 @@ from brrr_compiler.codegen.cpp_accumulators import (EAGER_CHUNK_WIDTH, PARTIALS,
 EAGER_NARROW_WIDTH = 8
 
 
-
 def eager_split(k, sched) -> str | None:
     """Where the tile's grouped columns end (a C expression: "bn" for all of them), when
     this kernel's short float32 column sums add in eager's order; None otherwise."""

@@ -149,10 +149,7 @@ class OuterReductionPrinter(ReductionPrinter):
                                at) if tails else []
         lines += [f"{indent}for (int64_t cb = {lo}; cb < {hi}; cb += {rows}) {{",
                   f"{indent}  const int64_t ce = brrr_min_i64(cb + {rows}, {hi});"]
-        resets = [ln for r in reds if r.out not in self.tail for ln in self._reset(r)]
-        lines += self.tile_loop(indent + "  ", resets) if resets else []
-        lines += self.tile_loop(indent + "  ", [ln for r in tails for ln in self._reset(r)],
-                                stop=at) if tails else []
+        lines += self._per_block(reds, at, indent + "  ", self._reset)
 
         def row(ind: str, q: int = 0) -> list[str]:      # one streamed row, rr
             out = self._decode_r(ind) + self._prefetch(phase, ind)
@@ -160,6 +157,7 @@ class OuterReductionPrinter(ReductionPrinter):
             out += declarations(staged, self.k, self.tile, ind)
             out += copies(staged, self.k, self.rows, self.width, self.cexpr, ind)
             out += self.tile_loop(ind, body, stop=at)
+            # the tail's sums add into cq_<r> (_bodies): each copy names its partial q
             return out + (self.tile_loop(ind, [ln.replace("cq_", f"cq{q}_") for ln in tail],
                                          start=at) if tails else [])
 
@@ -168,17 +166,20 @@ class OuterReductionPrinter(ReductionPrinter):
         else:
             lines += [f"{indent}  for (int64_t rr = cb; rr < ce; ++rr) {{"]
             lines += row(indent + "    ") + [f"{indent}  }}"]
-        folds = [ln for r in reds if r.out not in self.tail for ln in self._fold(r)]
-        lines += self.tile_loop(indent + "  ", folds) if folds else []
-        if tails:
-            lines += self.tile_loop(indent + "  ", [ln for r in tails for ln in self._fold(r)],
-                                    stop=at)
-        lines += [f"{indent}}}"]
+        lines += self._per_block(reds, at, indent + "  ", self._fold) + [f"{indent}}}"]
         lines += self.tile_loop(indent, [interleaved_total(r) for r in tails], at) if tails else []
         if final:
             lines += self.tile_loop(indent, [self.final_line(r) for r in reds])
         self.bits = frozenset()
         return lines
+
+    def _per_block(self, reds, at: str, indent: str, lines_of) -> list[str]:
+        """A block's resets or folds (`lines_of`) of the partials c_<r>: over the tile, and
+        for sums with an interleaved tail over its columns before `at` only."""
+        whole = [ln for r in reds if r.out not in self.tail for ln in lines_of(r)]
+        head = [ln for r in reds if r.out in self.tail for ln in lines_of(r)]
+        return (self.tile_loop(indent, whole) if whole else []) + \
+            (self.tile_loop(indent, head, stop=at) if head else [])
 
     def _bodies(self, stmts, hoisted: set) -> tuple[list[str], list[str]]:
         """The tile loop's body per streamed row, and its body over the columns past
