@@ -143,7 +143,8 @@ class OuterReductionPrinter(ReductionPrinter):
         body, tail = self._bodies(restaged(phase.body, staged, self.k, self.rows), hoisted)
         tails = [r for r in reds if r.out in self.tail]
         at = self.eager_at if tails else "bn"
-        rows = EAGER_CHUNK_ROWS if self.eager_at is not None else \
+        chunks = self.eager_at is not None and any(follows_eager(r, self.acc) for r in reds)
+        rows = EAGER_CHUNK_ROWS if chunks else \
             BLOCK_ROWS if any(self.acc.total_ctype(r) == "double" for r in reds) else CHUNK
         lines = self.tile_loop(indent, [ln for r in tails for ln in interleaved_reset(r)],
                                at) if tails else []
