@@ -16,7 +16,6 @@ rows of fewer than EAGER_NARROW_WIDTH columns) short columns add in double, exac
 from __future__ import annotations
 
 import sympy
-import torch
 
 from brrr_compiler.codegen.cpp_accumulators import (EAGER_CHUNK_WIDTH, PARTIALS,
                                                      adds_in_order, is_short)
@@ -39,11 +38,6 @@ def eager_split(k, sched) -> str | None:
     if int(width) < EAGER_NARROW_WIDTH or sched.column_tile != int(width):
         return None
     return str(int(width) // EAGER_CHUNK_WIDTH * EAGER_CHUNK_WIDTH)
-
-
-def follows_eager(r, acc) -> bool:
-    """A float32 sum whose lanes add in float: the one kind eager's order applies to."""
-    return r.value == "sum" and r.dtype is torch.float32 and acc.total_ctype(r, lanes=True) is None
 
 
 def interleaved_rows(indent: str, row, column) -> list[str]:

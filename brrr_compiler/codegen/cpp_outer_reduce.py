@@ -39,9 +39,9 @@ from brrr_compiler.codegen.cpp_parallel import pragma
 from brrr_compiler.codegen.cpp_prefetch import prefetch_loop
 from brrr_compiler.codegen.cpp_accumulators import (EAGER_CHUNK_ROWS, adds_in_order,
                                                      arg_update, init_value, is_short, update)
-from brrr_compiler.codegen.cpp_column_order import (eager_split, follows_eager,
-                                                    interleaved_array, interleaved_reset,
-                                                    interleaved_rows, interleaved_total)
+from brrr_compiler.codegen.cpp_column_order import (eager_split, interleaved_array,
+                                                    interleaved_reset, interleaved_rows,
+                                                    interleaved_total)
 from brrr_compiler.codegen.cpp_columns import BLOCK_ROWS
 from brrr_compiler.codegen.cpp_column_split import shared_rows
 from brrr_compiler.codegen.cpp_column_stage import copies, declarations, restaged, staged_loads
@@ -78,7 +78,7 @@ class OuterReductionPrinter(ReductionPrinter):
         self.acc.short = is_short(column) and not adds_in_order(column) and self.eager_at is None
         # sums whose tile's last columns add in eager's interleaved partials
         self.tail = frozenset() if self.eager_at in (None, "bn") else frozenset(
-            s.out for s in kernel.body if s.op == "reduce" and follows_eager(s, self.acc))
+            s.out for s in kernel.body if s.op == "reduce" and self.acc.follows_eager(s))
         self.row_level = {s.out for p in kernel.phases for s in p.body
                           if s.out and (not p.loop or s.op == "reduce")}
 
@@ -143,7 +143,7 @@ class OuterReductionPrinter(ReductionPrinter):
         body, tail = self._bodies(restaged(phase.body, staged, self.k, self.rows), hoisted)
         tails = [r for r in reds if r.out in self.tail]
         at = self.eager_at if tails else "bn"
-        chunks = self.eager_at is not None and any(follows_eager(r, self.acc) for r in reds)
+        chunks = self.eager_at is not None and any(self.acc.follows_eager(r) for r in reds)
         rows = EAGER_CHUNK_ROWS if chunks else \
             BLOCK_ROWS if any(self.acc.total_ctype(r) == "double" for r in reds) else CHUNK
         lines = self.tile_loop(indent, [ln for r in tails for ln in interleaved_reset(r)],

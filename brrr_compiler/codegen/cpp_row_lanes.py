@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 
 import sympy
-import torch
 
 from brrr_compiler.codegen.cpp_accumulators import (EAGER_CHUNK_ROWS, EAGER_CHUNK_WIDTH,
                                                      PARTIALS, adds_in_order,
@@ -187,19 +186,17 @@ def _slots(printer, r, extent: int) -> list[int] | None:
     in eager's order: in its chunks over EAGER_CHUNK_WIDTH columns or more (row e into
     chunk e // EAGER_CHUNK_ROWS: wide lanes, eager's order but in the columns past its
     last whole group), else in its PARTIALS interleaved partials
-    (cpp_accumulators.eager_interleaved). Its lanes added in double before: the conversions and double adds took x.sum(1) of
-    (4000, 9, 31) 72 us alone against 43 in float, where Inductor's whole call took 62
-    (benchmarks/results/notes.md, "Float sums over short columns"). Up to 3 rows eager
-    adds in order (adds_in_order); from SHORT rows on the sum adds in float in order, as
-    the columns schedule's blocks do."""
-    interleaved = [e % min(PARTIALS, extent) for e in range(extent)]
+    (cpp_accumulators.eager_interleaved). Its lanes added in double before: the
+    conversions and double adds took x.sum(1) of (4000, 9, 31) 72 us alone against 43 in
+    float, where Inductor's whole call took 62 (benchmarks/results/notes.md, "Float sums
+    over short columns"). Up to 3 rows eager adds in order (adds_in_order); from SHORT
+    rows on the sum adds in float in order, as the columns schedule's blocks do."""
     if printer.acc.total_ctype(r, lanes=True) == "double":
-        return interleaved
-    k = printer.k
-    if not (printer.sched.column_lanes and r.value == "sum" and r.dtype is torch.float32
+        return [e % min(PARTIALS, extent) for e in range(extent)]
+    if not (printer.sched.column_lanes and printer.acc.follows_eager(r)
             and is_short(extent) and not adds_in_order(extent)):
         return None
-    width = sympy.sympify(k.ranges[-1])
+    width = sympy.sympify(printer.k.ranges[-1])
     if width.is_Integer and int(width) >= EAGER_CHUNK_WIDTH:   # wide lanes: eager's order
         return [e // EAGER_CHUNK_ROWS for e in range(extent)]  # but in the last group's
     return eager_interleaved(extent)
