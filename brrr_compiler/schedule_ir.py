@@ -38,6 +38,8 @@ class CppSchedule:
     replicate: int | None = None     # pointwise: the outer dim only stores step along
     tables: tuple[str, ...] = ()     # pointwise: values of the inner index alone, computed
     #                                  once per call into tables (transforms/tables.py)
+    table_dims: tuple[int, ...] = ()  # pointwise: outer dims the tables span too (a
+    #                                  periodic kernel's parameters: transforms/period.py)
     per_call: frozenset[str] = frozenset()  # pointwise: what fills those tables (the tabled
     #                                  values and those only they read): once per call
     per_row: frozenset[str] = frozenset()   # pointwise: values the inner loop does not
@@ -106,7 +108,9 @@ class CppSchedule:
             parts.append(f"{len(self.flat_phases)} phase(s) walk the reduced dims flat")
         if self.period is not None:
             parts.append(f"dims {self.period[0]}.. flattened, {self.period[1]} rows of the "
-                         "dim before them per loop, repeating values tabled")
+                         "dim before them per loop, repeating values tabled"
+                         + (f" over dims {', '.join(map(str, self.table_dims))} too"
+                            if self.table_dims else ""))
         if self.replicate is not None:
             parts.append(f"values computed once, stored along dim {self.replicate}")
         if self.unswitch:

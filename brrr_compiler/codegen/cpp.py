@@ -208,7 +208,7 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
               "  if (nwork == 0) return;"]
     pieces = [(lo, hi, specialize(k, inner, lo, hi)) for lo, hi in sched.pieces] or [(0, None, k)]
     if sched.tables:        # per-channel values, once per call (cpp_invariant.py)
-        tables, k = invariant_tables(k, sched.tables, stmt_line)
+        tables, k = invariant_tables(k, sched.tables, stmt_line, sched.table_dims)
         lines += tables
         pieces = [(0, None, k)]
     loop = ["  for (int64_t w = 0; w < nwork; ++w) {", "    int64_t rest = w / ntiles;"]

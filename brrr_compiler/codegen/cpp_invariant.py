@@ -7,21 +7,30 @@ from brrr_compiler.codegen.cpp_types import STORAGE
 from brrr_compiler.kernel_ir import Kernel, Stmt
 from brrr_compiler.symbolic import static_sizes
 from brrr_compiler.transforms.hoist import closure
-from brrr_compiler.transforms.tables import load_tables
+from brrr_compiler.transforms.tables import load_tables, table_entries, table_index
 
 
-def invariant_tables(k: Kernel, names: tuple[str, ...], stmt_line) -> tuple[list[str], Kernel]:
-    """The lines that fill the tables of `names` (before the parallel loop) and `k` with
-    those values loaded from them; ([], k) when there are none."""
+def invariant_tables(k: Kernel, names: tuple[str, ...], stmt_line,
+                     dims: tuple[int, ...] = ()) -> tuple[list[str], Kernel]:
+    """The lines that fill the tables of `names` (before the parallel loop; a loop per
+    outer dim in `dims` around the inner one) and `k` with those values loaded from
+    them; ([], k) when there are none."""
     if not names:
         return [], k
     inner, (n,) = k.loop_vars[-1], static_sizes(k.ranges[-1:])
     dtypes = {s.out: s.dtype for s in k.body if s.out}
     # stored and loaded as a buffer would be (bfloat16 as its bits, bool as a byte), so
     # the loop reads each value exactly as it was computed
-    lines = [f"  {STORAGE[dtypes[v]]} tab_{v}[{n}];" for v in names]
-    lines += ["  #pragma omp simd", f"  for (int64_t {inner} = 0; {inner} < {n}; ++{inner}) {{"]
-    lines += ["    " + stmt_line(s, dtypes) for s in closure(k.body, list(names))]
-    lines += ["    " + stmt_line(Stmt(None, dtypes[v], "store", (v,), f"tab_{v}", inner), dtypes)
-              for v in names] + ["  }"]
-    return lines, load_tables(k, names)
+    lines = [f"  {STORAGE[dtypes[v]]} tab_{v}[{table_entries(k, dims)}];" for v in names]
+    pad = "  "
+    for d in dims:
+        var, (extent,) = k.loop_vars[d], static_sizes([k.ranges[d]])
+        lines.append(f"{pad}for (int64_t {var} = 0; {var} < {extent}; ++{var}) {{")
+        pad += "  "
+    lines += [f"{pad}#pragma omp simd", f"{pad}for (int64_t {inner} = 0; {inner} < {n}; ++{inner}) {{"]
+    at = table_index(k, dims)
+    lines += [pad + "  " + stmt_line(s, dtypes) for s in closure(k.body, list(names))]
+    lines += [pad + "  " + stmt_line(Stmt(None, dtypes[v], "store", (v,), f"tab_{v}", at), dtypes)
+              for v in names]
+    lines += [f"{'  ' * (depth + 1)}}}" for depth in range(len(dims), -1, -1)]
+    return lines, load_tables(k, names, dims)

@@ -143,6 +143,7 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
     per_row = getattr(schedule, "per_row", frozenset())     # once per row, before its loop
     per_call = getattr(schedule, "per_call", frozenset())   # once per call, into tables
     row = max(as_int(kernel.ranges[-1], hints), 1) if per_row or per_call else 1
+    spanned = prod(as_int(kernel.ranges[d], hints) for d in getattr(schedule, "table_dims", ()))
     for at, phase in enumerate(kernel.phases):
         count = (rows * red if phase.per_row_loop else red if phase.loop
                  else 1 if phase.once else rows)
@@ -151,7 +152,7 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
             s.op == "reduce" and s.value in SCALAR_FOLDS for s in phase.body)
         chained = set() if scalar else _chained(phase.body)
         for s in phase.body:
-            n = row if s.out in per_call else count // row if s.out in per_row else count
+            n = row * spanned if s.out in per_call else count // row if s.out in per_row else count
             convert = scalar_ops.CONVERSION_COST.get((s.op, s.dtype))
             if convert and key(s) in hardware:      # cost/conversions.py
                 convert = HARDWARE_COST if s.op != "cast" else 0.0

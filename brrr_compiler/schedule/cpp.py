@@ -29,6 +29,7 @@ from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, TRANSPOSE_BLOCK, CppSc
 from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_buffers,
                                          reduces_outer_dim)
 from brrr_compiler.transforms.period import choose as choose_period, periodic
+from brrr_compiler.transforms.period import table_dims as period_table_dims
 from brrr_compiler.transforms.hoist import hoisted
 from brrr_compiler.transforms.tables import load_tables, tabled
 from brrr_compiler.transforms.split import specialize, split_bounds
@@ -85,13 +86,15 @@ def _float_loads(k: Kernel) -> bool:
 def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     pieces = tuple(split_bounds(k))
     period = None if pieces else choose_period(k)
+    dims = ()
     if period is not None:      # the schedule's other choices are the rewritten kernel's
+        dims = period_table_dims(k, period[0])
         k = periodic(k, *period)
     rep = None if pieces or period else replicated_var(k)
     # per-channel values, once per call (transforms/tables.py); not where the loop splits
     # or one dim's values are replicated (codegen/cpp_replicate.py prints no tables)
-    tables = () if pieces or rep is not None else tabled(k, every=period is not None)
-    tabled_k = load_tables(k, tables)
+    tables = () if pieces or rep is not None else tabled(k, every=period is not None, dims=dims)
+    tabled_k = load_tables(k, tables, dims)
     tile = INNER_TILE if rep is None else REPLICATE_TILE
     sizes = static_sizes(k.ranges) if k.loop_vars else None
     fork = None if k.loop_vars else False      # a 0-d kernel has no loop to fork
@@ -103,7 +106,8 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
     stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep, period=period,
-                       tables=tables, per_call=_per_call(k, tabled_k, tables),
+                       tables=tables, table_dims=dims if tables else (),
+                       per_call=_per_call(k, tabled_k, tables),
                        per_row=_per_row(tabled_k, pieces),
                        prefetch=ahead_loads(k) if stream else frozenset(),
                        gather_rows=() if pieces or rep is not None else gathered_rows(k),

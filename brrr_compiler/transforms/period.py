@@ -10,15 +10,20 @@ moved; flattened, 0.38 ms. Here the trailing dims S = [first, ...) whose inputs 
 outputs are contiguous across them (flat: index = rest + c * their flat position) become
 one loop `j` over P = prod(S) elements; when every flat access also continues across the
 dim before them (its coefficient c * P), `rows` consecutive indices of that dim join the
-loop too, which then runs rows * P elements. An access that depends on S alone (the
+loop too, which then runs rows * P elements. An access that depends on S (the
 parameters) reads position (j // stride) % extent of each dim: the printer tables such
 values over the loop once per call (codegen/cpp_invariant.py, every=True), so the loop
-reads them contiguously. The same ops run on the same elements, so values are bit for
-bit unchanged. Only where the inner loop covers less than a cache line (SHORT_ROW) of
-the tensors it walks: a table load per parameter per element then costs less than the
-work item it saves (x * w + b, relu, over (N, 24, L): bfloat16 L = 8 2.7 -> 1.3 ms,
-L = 24 1.85 -> 1.15, float32 L = 8 1.5 -> 1.1; float32 L = 16, a full line, no faster,
-and batch_norm's pass over (4096, 32, 16) float32 ~8% slower with four tables).
+reads them contiguously. A parameter that also depends on outer dims (x2 of (1, 16, 1,
+31) over (8, 16, 16, 31)) gets a table spanning those dims too (table_dims) where that
+stays small (MAX_TABLE, TABLE_SHARE): a generated pattern's fused kernel of such a shape,
+an erf among its ops, ran its 2,048 rows of 31 bfloat16 values in 96 us (its ops, one
+kernel each, in 80); flattened, with a [16][496] table, in 41. The same ops run on the
+same elements, so values are bit for bit unchanged. Only where the inner loop covers
+less than a cache line (SHORT_ROW) of the tensors it walks: a table load per parameter
+per element then costs less than the work item it saves (x * w + b, relu, over (N, 24,
+L): bfloat16 L = 8 2.7 -> 1.3 ms, L = 24 1.85 -> 1.15, float32 L = 8 1.5 -> 1.1; float32
+L = 16, a full line, no faster, and batch_norm's pass over (4096, 32, 16) float32 ~8%
+slower with four tables).
 """
 from __future__ import annotations
 
@@ -34,6 +39,8 @@ from brrr_compiler.transforms.loops import linear_coeff
 SHORT_ROW = 64        # bytes: an inner loop over less than a cache line of its tensors
 #                       pays per work item more than a table load per element costs
 MAX_LOOP = 1024       # rows * P: the tables' extent (each read once per loop, from L1/L2)
+MAX_TABLE = 8192      # entries of a table that also spans outer dims (the stack holds it)
+TABLE_SHARE = 4       # ... and at most 1/TABLE_SHARE of the kernel's elements to fill
 INDEXED = ("load", "store", "index")
 
 
@@ -58,7 +65,9 @@ def choose(k: Kernel) -> tuple[int, int] | None:
         if period > MAX_LOOP:
             break
         if _flattens(accesses, sizes, first):
-            best = (first, _rows(accesses, sizes, first, period))
+            rows = _rows(accesses, sizes, first, period)
+            if _table_fits(accesses, sizes, first, rows):
+                best = (first, rows)
     if best is None or math.prod(sizes[best[0]:]) * best[1] < 2 * sizes[-1]:
         return None
     return best
@@ -81,10 +90,10 @@ def periodic(k: Kernel, first: int, rows: int) -> Kernel:
             index = rest + acc.coeffs[first - 1] * a
         elif kind == "flat":
             index = rest + acc.coeffs[first - 1] * rows * a + tail[-1] * j
-        else:                        # depends on the trailing dims alone: a period
-            index = rest + sum(c * _position(j, st, n, rows > 1 or d > first)
-                               for d, (c, st, n) in enumerate(
-                                   zip(tail, strides, sizes[first:]), first))
+        else:       # a period of the trailing dims, at the outer dims it reads (rows 1)
+            index = rest + acc.coeffs[first - 1] * a + sum(
+                c * _position(j, st, n, rows > 1 or d > first)
+                for d, (c, st, n) in enumerate(zip(tail, strides, sizes[first:]), first))
         return dataclasses.replace(s, index=index)
 
     phases = [dataclasses.replace(p, body=[rewrite(s) for s in p.body]) for p in k.phases]
@@ -145,15 +154,36 @@ def _kind(acc: _Access, strides: list[int], first: int) -> str:
 
 
 def _flattens(accesses: list[_Access], sizes: list[int], first: int) -> bool:
-    """Every access is flat over S, independent of S, or a period (a load depending on S
-    alone). Stores are flat."""
+    """Every access is flat over S, independent of S, or a period (a load depending on
+    S, and maybe on outer dims: table_dims). Stores are flat."""
     strides = _strides(sizes, first)
     for acc in accesses:
         kind, op = _kind(acc, strides, first), acc.stmt.op
-        if kind != "flat" and (op == "store" or (kind == "period" and (
-                op != "load" or any(acc.coeffs[:first])))):
+        if kind != "flat" and (op == "store" or (kind == "period" and op != "load")):
             return False
     return True
+
+
+def table_dims(k: Kernel, first: int) -> tuple[int, ...]:
+    """The outer dims (before `first`) that `k`'s period loads also read: the tables of
+    the flattened kernel span them (transforms/tables.py). A parameter of (1, B, 1, D)
+    over (A, B, C, D) with D short: its table is [B][C * D], filled once per call."""
+    return tuple(sorted(_period_dims(_accesses(k) or [], static_sizes(k.ranges), first)))
+
+
+def _period_dims(accesses: list[_Access], sizes: list[int], first: int) -> set[int]:
+    strides = _strides(sizes, first)
+    return {d for acc in accesses if _kind(acc, strides, first) == "period"
+            for d, c in enumerate(acc.coeffs[:first]) if c}
+
+
+def _table_fits(accesses: list[_Access], sizes: list[int], first: int, rows: int) -> bool:
+    """Tables over outer dims stay on the stack and cost a fraction of the kernel to fill."""
+    dims = _period_dims(accesses, sizes, first)
+    if not dims:
+        return True
+    entries = rows * math.prod(sizes[first:]) * math.prod(sizes[d] for d in dims)
+    return entries <= MAX_TABLE and entries * TABLE_SHARE <= math.prod(sizes)
 
 
 def _rows(accesses: list[_Access], sizes: list[int], first: int, period: int) -> int:

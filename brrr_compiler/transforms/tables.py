@@ -20,6 +20,7 @@ codegen/cpp_invariant.py prints the tables.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import sympy
 import torch
@@ -34,31 +35,36 @@ MIN_COST = scalar_ops.DIV
 _FLOATS = (torch.float32, torch.float64)
 
 
-def tabled(k: Kernel, every: bool = False) -> tuple[str, ...]:
+def tabled(k: Kernel, every: bool = False, dims: tuple[int, ...] = ()) -> tuple[str, ...]:
     """The values of `k` computed into tables, in body order; () when nothing pays.
     `every`: table every value of the inner loop alone that the rest reads, loads
-    included, whatever it costs (a periodic kernel's parameters: transforms/period.py)."""
+    included, whatever it costs (a periodic kernel's parameters: transforms/period.py);
+    `dims`: the outer dims its periodic loads read too, which the tables then span."""
     sizes = static_sizes(k.ranges[-1:]) if k.loop_vars else None
     if k.is_reduction or len(k.loop_vars) < 2 or sizes is None or not 1 < sizes[0] <= MAX_INNER:
         return ()
-    body, only = k.body, inner_only(k)
+    body, only = k.body, inner_only(k, dims)
     return tuple(s.out for s in body if s.out in only and s.op != "const"
                  and _read_outside(s.out, body, only)
                  and (_reads(s.out, body) if every else (s.dtype in _FLOATS and s.op != "load"
                                                          and _cost(s.out, body) >= MIN_COST)))
 
 
-def inner_only(k: Kernel) -> set[str]:
+def inner_only(k: Kernel, dims: tuple[int, ...] = ()) -> set[str]:
     """The SSA values that depend on the innermost loop variable alone (loads of inputs at
-    indices in it only, constants, and scalar ops and casts of those)."""
+    indices in it only, constants, and scalar ops and casts of those); with `dims`, also
+    the periodic loads (floor or Mod of the inner variable) at those outer dims."""
     inner, outputs = k.loop_vars[-1], {b.name for b in k.outputs}
+    spanned = {inner, *(k.loop_vars[d] for d in dims)}
     only: set[str] = set()
     for s in k.body:
         if s.out is None:
             continue
         if s.op == "load":
-            free = sympy.sympify(s.index).free_symbols
-            ok = s.buffer not in outputs and free <= {inner}
+            index = sympy.sympify(s.index)
+            free = index.free_symbols
+            ok = s.buffer not in outputs and (free <= {inner} or (
+                free <= spanned and inner in free and index.has(sympy.floor, sympy.Mod)))
         elif s.op == "const":
             ok = True
         elif s.op == "cast" or s.op not in STRUCTURAL:
@@ -70,13 +76,15 @@ def inner_only(k: Kernel) -> set[str]:
     return only
 
 
-def load_tables(k: Kernel, names: tuple[str, ...]) -> Kernel:
+def load_tables(k: Kernel, names: tuple[str, ...], dims: tuple[int, ...] = ()) -> Kernel:
     """`k` reading each value of `names` from its table (`tab_<name>`, indexed by the
-    innermost loop variable), without the statements that only fed them."""
+    innermost loop variable, after the outer `dims` it spans), without the statements
+    that only fed them."""
     if not names:
         return k
-    inner, only, tabled_ = k.loop_vars[-1], inner_only(k), set(names)
-    bodies = [[Stmt(s.out, s.dtype, "load", buffer=f"tab_{s.out}", index=inner)
+    only, tabled_ = inner_only(k, dims), set(names)
+    at = table_index(k, dims)
+    bodies = [[Stmt(s.out, s.dtype, "load", buffer=f"tab_{s.out}", index=at)
                if s.out in tabled_ else s for s in p.body] for p in k.phases]
     while True:
         used = {a for body in bodies for s in body for a in s.args}
@@ -87,6 +95,19 @@ def load_tables(k: Kernel, names: tuple[str, ...]) -> Kernel:
         bodies = kept
     return dataclasses.replace(k, phases=[dataclasses.replace(p, body=body)
                                           for p, body in zip(k.phases, bodies)])
+
+
+def table_index(k: Kernel, dims: tuple[int, ...]):
+    """Where a table holds the value at the current loop indices: [dims...][inner]."""
+    sizes = static_sizes([*(k.ranges[d] for d in dims), k.ranges[-1]])
+    at, stride = k.loop_vars[-1], sizes[-1]
+    for d, n in zip(reversed(dims), reversed(sizes[:-1])):
+        at, stride = at + k.loop_vars[d] * stride, stride * n
+    return at
+
+
+def table_entries(k: Kernel, dims: tuple[int, ...]) -> int:
+    return math.prod(static_sizes([*(k.ranges[d] for d in dims), k.ranges[-1]]))
 
 
 def _read_outside(name: str, body: list[Stmt], only: set[str]) -> bool:

@@ -87,3 +87,51 @@ def test_group_norm_and_channels_last_bias_match_eager():
     xc = torch.randn(8, 6, 5, 5).contiguous(memory_format=torch.channels_last)
     check_against_eager(lambda x, b: (x + b.view(-1, 1, 1)).sigmoid(), xc.requires_grad_(),
                         torch.randn(6, requires_grad=True))
+
+
+def _scaled_erf(x, p):
+    y = x * p
+    return torch.erf(y), torch.floor(y * 4) + y
+
+
+def test_parameter_of_an_outer_dim_gets_a_table_spanning_it():
+    # p of (1, 16, 1, 31) over (8, 16, 16, 31): its table is [16][16 * 31], filled once
+    x, p = torch.randn(8, 16, 16, 31).bfloat16(), torch.randn(1, 16, 1, 31).bfloat16()
+    k = _kernel(_scaled_erf, x, p)
+    sched = choose_cpp(k, 2)
+    assert sched.period == (2, 1) and sched.table_dims == (1,)
+    table, loop = cpp.kernel_source(k, 2).split("for (int64_t w = 0;")
+    assert "tab_v" in table and "[7936];" in table and "(i2 % 31))]" in table
+    assert "% 31" not in loop and "tab_v" in loop and "(i1*496 + i2)" in loop
+
+
+def test_parameter_of_the_dim_before_the_loop_keeps_one_row_per_loop():
+    x, p = torch.randn(8, 16, 24, 5), torch.randn(1, 16, 1, 5)
+    sched = choose_cpp(_kernel(lambda x, p: (x * p).sigmoid(), x, p), 2)
+    assert sched.period == (2, 1) and sched.table_dims == (1,)
+
+
+@pytest.mark.parametrize("xshape, pshape, taken", [
+    ((8, 16, 16, 31), (8, 16, 1, 31), False),   # a table as large as the kernel
+    ((4, 64, 32, 7), (1, 64, 1, 7), False),     # 64 x 224 entries: past MAX_TABLE
+    ((32, 4, 16, 7), (1, 4, 1, 7), True),       # 4 x 112 of 14336
+])
+def test_tables_over_outer_dims_stay_small(xshape, pshape, taken):
+    x, p = torch.randn(xshape).bfloat16(), torch.randn(pshape).bfloat16()
+    sched = choose_cpp(_kernel(lambda x, p: (x * p).sigmoid(), x, p), 2)
+    assert (sched.period is not None) == taken
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("xshape, pshape", [
+    ((8, 16, 16, 31), (1, 16, 1, 31)),
+    ((5, 7, 11, 3), (1, 7, 1, 3)),          # odd, prime extents
+    ((8, 16, 24, 5), (1, 16, 1, 5)),         # the dim before the loop read: one row each
+    ((4, 1, 9, 7), (1, 1, 1, 7)),            # a size-1 dim
+    ((0, 16, 16, 31), (1, 16, 1, 31)),       # empty
+])
+def test_outer_dim_parameters_match_eager(xshape, pshape, dtype):
+    x = _special(torch.randn(xshape)).to(dtype).requires_grad_(dtype is torch.float32)
+    p = _special(torch.randn(pshape)).to(dtype).requires_grad_(dtype is torch.float32)
+    check_against_eager(lambda x, p: torch.erf(x * p) + x * 2, x, p,
+                        grad=dtype is torch.float32, kernels=xshape[0] > 0)
