@@ -51,7 +51,7 @@ from brrr_compiler.codegen.cpp_types import held_ctype
 from brrr_compiler.kernel_ir import ARG_FOLDS, Phase, Stmt
 from brrr_compiler.schedule.columns import column_prefetch_loads
 from brrr_compiler.schedule.rows import LINE_BYTES
-from brrr_compiler.transforms.hoist import column_hoisted
+from brrr_compiler.transforms.hoist import column_row_level
 
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested
 MIN_AHEAD, MAX_AHEAD = 8, 64 # ... in rows (measured on sum(0) of 4096^2: 8-16 rows best)
@@ -79,8 +79,7 @@ class OuterReductionPrinter(ReductionPrinter):
         # sums whose tile's last columns add in eager's interleaved partials
         self.tail = frozenset() if self.eager_at in (None, "bn") else frozenset(
             s.out for s in kernel.body if s.op == "reduce" and self.acc.follows_eager(s))
-        self.row_level = {s.out for p in kernel.phases for s in p.body
-                          if s.out and (not p.loop or s.op == "reduce")}
+        self.row_level = column_row_level(kernel)
 
     def _ref(self, line: str, s: Stmt) -> str:
         return line
@@ -135,8 +134,7 @@ class OuterReductionPrinter(ReductionPrinter):
         """The walk of rows [lo, hi) folding `phase` over the tile into acc_*, then (where
         `final`) the results into the row-level arrays."""
         reds = [s for s in phase.body if s.op == "reduce"]
-        tiled = self.k.loop_vars[-2:] if self.rows > 1 else self.k.loop_vars[-1:]
-        once = column_hoisted(self.k, phase.body, self.row_level, tiled)   # once per row
+        once = [s for s in phase.body if s.out in self.sched.per_row]   # once per row
         hoisted = {s.out for s in once}
         converted, self.bits = invariant_bits(phase.body, hoisted, indent + "    ")
         staged = staged_loads(phase.body, self.sched.column_stage)

@@ -128,6 +128,15 @@ def _accesses(kernel: Kernel):
     return out
 
 
+def _hoist_span(kernel: Kernel, schedule, hints) -> int:
+    """How many elements share one computation of a value the printer hoists: a row of
+    a pointwise kernel's inner loop; the columns of a column tile, per streamed row."""
+    inner = max(as_int(kernel.ranges[-1], hints), 1)
+    if getattr(schedule, "kind", None) != "columns":
+        return inner
+    return min(inner, schedule.column_tile or inner) * max(schedule.column_rows, 1)
+
+
 def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
                  hints: dict | None = None) -> KernelStats:
     """What `kernel` run by `schedule` (schedule/: chosen once, the pair the printer
@@ -142,7 +151,7 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
     once = as_int(kernel.ranges[rep], hints) if rep is not None else 1
     per_row = getattr(schedule, "per_row", frozenset())     # once per row, before its loop
     per_call = getattr(schedule, "per_call", frozenset())   # once per call, into tables
-    row = max(as_int(kernel.ranges[-1], hints), 1) if per_row or per_call else 1
+    row = _hoist_span(kernel, schedule, hints) if per_row or per_call else 1
     spanned = prod(as_int(kernel.ranges[d], hints) for d in getattr(schedule, "table_dims", ()))
     for at, phase in enumerate(kernel.phases):
         count = (rows * red if phase.per_row_loop else red if phase.loop

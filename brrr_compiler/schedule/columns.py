@@ -14,6 +14,7 @@ from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.rows import (BYTE_TYPES, FLOAT_TYPES, HALF_TYPES, ROW_LANES, lane_rows,
                                          plain_loads)
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, SPLIT_MIN_RED, CppSchedule
+from brrr_compiler.transforms.hoist import column_once
 from brrr_compiler.transforms.loops import inner_varying, linear_coeff, loop_dependent
 
 COLUMN_TILE = 256       # the tile when sizes are symbolic, and the narrowest the byte budget asks
@@ -68,7 +69,8 @@ def columns(k: Kernel, num_threads: int) -> CppSchedule:
                 if numel is None or numel * size[b] >= SMALL_BYTES}   # else L2 holds it
     return CppSchedule("columns", num_threads, forks=fork, column_tile=tile,
                        column_rows=block, prefetch=frozenset(prefetch),
-                       column_stage=column_staged(k), column_split=split)
+                       column_stage=column_staged(k), column_split=split,
+                       per_row=column_once(k, block))
 
 
 def _rows_shared(k: Kernel, work: int, per_item: int, num_threads: int) -> bool:

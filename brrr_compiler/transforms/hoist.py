@@ -48,6 +48,22 @@ def column_hoisted(k: Kernel, body: list[Stmt], excluded: set[str],
     return _closure(body, defs, _movable(k, defs, excluded, tiled))
 
 
+def column_row_level(k: Kernel) -> set[str]:
+    """A column kernel's values held per column in tile arrays: its folds and what its
+    phases outside the walk compute (cpp_outer_reduce.py)."""
+    return {s.out for p in k.phases for s in p.body
+            if s.out and (not p.loop or s.op == "reduce")}
+
+
+def column_once(k: Kernel, block_rows: int) -> frozenset[str]:
+    """What a column kernel computes once per streamed row of a tile (column_hoisted over
+    its walks): the C++ schedule records it, the printer and the estimate read it."""
+    tiled = tuple(k.loop_vars[-2:] if block_rows > 1 else k.loop_vars[-1:])
+    level = column_row_level(k)
+    return frozenset(s.out for p in k.phases if p.loop
+                     for s in column_hoisted(k, p.body, level, tiled))
+
+
 def _movable(k: Kernel, defs: dict, excluded: set[str] = frozenset(),
              tiled: tuple = ()) -> list[str]:
     """The values of `defs` that do not depend on `k`'s innermost loop variable (nor on

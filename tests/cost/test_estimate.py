@@ -88,6 +88,24 @@ def test_values_the_inner_loop_does_not_change_count_once_per_row():
     assert src.index("brrr_expf(") < src.index("#pragma omp simd")       # before the loop
 
 
+def test_column_walks_count_row_values_once_per_tile_row():
+    """A column sum of exp(x) * y with x broadcast along the kept columns: the printer
+    computes the exp once per streamed row of a column tile (transforms/hoist.py
+    column_once, which the schedule records); the estimate counts R * C exps for R
+    reduced rows and C rows of tiles, not one per element."""
+    R, C, W = 16, 8, 256          # rows of 256: tiles of columns of one row each
+    g = _only_group(lambda x, y: (torch.exp(x) * y).sum(0), _x(R, C, 1), _x(R, C, W))
+    k = lower_group(g, g.name)
+    sched = choose(k, "cpp", 1)
+    exp = next(s.out for s in k.body if s.op == "exp")
+    assert sched.kind == "columns" and exp in sched.per_row
+    est = estimate_group(g, TOY)
+    assert est.compute_s < 2 * R * C / 1e8 + 4 * R * C * W / 1e9      # not R * C * W exps
+    src = cpp.kernel_source(k, 1)
+    row_loop = src.split("for (int64_t rr = cb; rr < ce; ++rr) {", 1)[1]
+    assert "brrr_expf(" in row_loop.split("#pragma omp simd", 1)[0]
+
+
 def test_values_of_the_inner_index_alone_count_once_per_call():
     """exp of a per-column value (x broadcast along the outer dim): the printer computes
     it once per call into a table over the inner extent (transforms/tables.py); the
