@@ -40,6 +40,8 @@ class CppSchedule:
     #                                  once per call into tables (transforms/tables.py)
     table_dims: tuple[int, ...] = ()  # pointwise: outer dims the tables span too (a
     #                                  periodic kernel's parameters: transforms/period.py)
+    row_tables: tuple[str, ...] = ()  # pointwise: values of the rows alone, computed over
+    #                                  every row in one vector loop first (tables.py, "Rows")
     per_call: frozenset[str] = frozenset()  # pointwise: what fills those tables (the tabled
     #                                  values and those only they read): once per call
     per_row: frozenset[str] = frozenset()   # pointwise: values the inner loop does not
@@ -111,6 +113,9 @@ class CppSchedule:
                          "dim before them per loop, repeating values tabled"
                          + (f" over dims {', '.join(map(str, self.table_dims))} too"
                             if self.table_dims else ""))
+        if self.row_tables:
+            parts.append(f"{len(self.row_tables)} value(s) of the rows computed over all rows "
+                         "first")
         if self.replicate is not None:
             parts.append(f"values computed once, stored along dim {self.replicate}")
         if self.unswitch:

@@ -37,6 +37,16 @@ def clone_input(t):
     return copy.requires_grad_(t.requires_grad)
 
 
+def with_specials(x: torch.Tensor) -> torch.Tensor:
+    """A copy of float `x` whose first three elements are NaN, inf and -inf (where it
+    has more than three)."""
+    x = x.clone()
+    flat = x.view(-1)
+    if flat.numel() > 3:
+        flat[0], flat[1], flat[2] = float("nan"), float("inf"), float("-inf")
+    return x
+
+
 def _tensors(tree) -> list[torch.Tensor]:
     flat, _ = tree_flatten(tree)
     return [t for t in flat if isinstance(t, torch.Tensor)]

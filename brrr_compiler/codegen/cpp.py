@@ -20,7 +20,7 @@ import torch
 
 from brrr_compiler import scalar_ops
 from brrr_compiler.codegen.cpp_index import cexpr
-from brrr_compiler.codegen.cpp_invariant import invariant_tables
+from brrr_compiler.codegen.cpp_invariant import invariant_tables, row_tables
 from brrr_compiler.codegen.cpp_outer_reduce import OuterReductionPrinter
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
@@ -209,6 +209,10 @@ def _loops(k: Kernel, sched: CppSchedule) -> list[str]:
     pieces = [(lo, hi, specialize(k, inner, lo, hi)) for lo, hi in sched.pieces] or [(0, None, k)]
     if sched.tables:        # per-channel values, once per call (cpp_invariant.py)
         tables, k = invariant_tables(k, sched.tables, stmt_line, sched.table_dims)
+        lines += tables
+        pieces = [(0, None, k)]
+    if sched.row_tables:    # values once per row, vectorized over the rows (cpp_invariant.py)
+        tables, k = row_tables(k, sched.row_tables, stmt_line)
         lines += tables
         pieces = [(0, None, k)]
     loop = ["  for (int64_t w = 0; w < nwork; ++w) {", "    int64_t rest = w / ntiles;"]

@@ -7,7 +7,8 @@ from brrr_compiler.codegen.cpp_types import STORAGE
 from brrr_compiler.kernel_ir import Kernel, Stmt
 from brrr_compiler.symbolic import static_sizes
 from brrr_compiler.transforms.hoist import closure
-from brrr_compiler.transforms.tables import load_tables, table_entries, table_index
+from brrr_compiler.transforms.tables import (load_row_tables, load_tables, rows_kernel,
+                                            table_entries, table_index)
 
 
 def invariant_tables(k: Kernel, names: tuple[str, ...], stmt_line,
@@ -34,3 +35,13 @@ def invariant_tables(k: Kernel, names: tuple[str, ...], stmt_line,
               for v in names]
     lines += [f"{'  ' * (depth + 1)}}}" for depth in range(len(dims), -1, -1)]
     return lines, load_tables(k, names, dims)
+
+
+def row_tables(k: Kernel, names: tuple[str, ...], stmt_line) -> tuple[list[str], Kernel]:
+    """The lines that fill one table per value of `names` over the rows of `k` (its outer
+    dims, the last one vectorized) and `k` reading them (transforms/tables.py, "Rows")."""
+    if not names:
+        return [], k
+    rows = rows_kernel(k)
+    lines, _ = invariant_tables(rows, names, stmt_line, tuple(range(len(rows.loop_vars) - 1)))
+    return lines, load_row_tables(k, names)

@@ -31,7 +31,7 @@ from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_b
 from brrr_compiler.transforms.period import choose as choose_period, periodic
 from brrr_compiler.transforms.period import table_dims as period_table_dims
 from brrr_compiler.transforms.hoist import hoisted
-from brrr_compiler.transforms.tables import load_tables, tabled
+from brrr_compiler.transforms.tables import load_row_tables, load_tables, row_tabled, tabled
 from brrr_compiler.transforms.split import specialize, split_bounds
 
 INNER_TILE = 8192          # innermost-loop tile: the unit of work handed to a thread
@@ -103,17 +103,20 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
         items = product(n for i, n in enumerate(outer) if i != rep) * tiles(inner, tile)
         stored = min(inner, tile) * (outer[rep] if rep is not None else 1)   # per item
         fork = forks(items, stored, PARALLEL_MIN_NUMEL)
+    per_row = _per_row(tabled_k, pieces)
+    rows = () if pieces or rep is not None or period else row_tabled(tabled_k, per_row)
     stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep, period=period,
                        tables=tables, table_dims=dims if tables else (),
                        per_call=_per_call(k, tabled_k, tables),
-                       per_row=_per_row(tabled_k, pieces),
+                       per_row=per_row, row_tables=rows,
                        prefetch=ahead_loads(k) if stream else frozenset(),
                        gather_rows=() if pieces or rep is not None else gathered_rows(k),
                        copy_strided=frozenset() if pieces or rep is not None
                        else strided_libm_loads(k),
-                       unswitch=() if rep is not None else outer_select_conditions(k))
+                       unswitch=() if rep is not None else
+                       outer_select_conditions(load_row_tables(k, rows)))
 
 
 def _per_call(k: Kernel, tabled_k: Kernel, tables: tuple[str, ...]) -> frozenset[str]:

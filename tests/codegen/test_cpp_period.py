@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from brrr_compiler.codegen import cpp
 from brrr_compiler.lower.group import lower_group
 from brrr_compiler.schedule import choose_cpp
-from tests.helpers import check_against_eager, plan_of
+from tests.helpers import check_against_eager, with_specials, plan_of
 
 
 def _kernel(fn, *args):
@@ -51,18 +51,10 @@ def test_transposed_input_is_not_flattened():
     assert choose_cpp(k, 2).period is None
 
 
-def _special(x):
-    x = x.clone()
-    flat = x.view(-1)
-    if flat.numel() > 3:
-        flat[0], flat[1], flat[2] = float("nan"), float("inf"), float("-inf")
-    return x
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("shape", [(61, 5, 5), (40, 3, 1, 7), (1, 6, 4), (0, 5, 3), (300, 2, 3)])
 def test_affine_matches_eager(shape, dtype):
-    x = _special(torch.randn(shape)).to(dtype).requires_grad_(dtype is torch.float32)
+    x = with_specials(torch.randn(shape)).to(dtype).requires_grad_(dtype is torch.float32)
     w, b = (t.view(-1, *([1] * (len(shape) - 2))) for t in _params(shape[1], dtype))
     w.requires_grad_(dtype is torch.float32)
     check_against_eager(lambda x, w, b: torch.relu(x * w + b), x, w, b,
@@ -131,7 +123,7 @@ def test_tables_over_outer_dims_stay_small(xshape, pshape, taken):
     ((0, 16, 16, 31), (1, 16, 1, 31)),       # empty
 ])
 def test_outer_dim_parameters_match_eager(xshape, pshape, dtype):
-    x = _special(torch.randn(xshape)).to(dtype).requires_grad_(dtype is torch.float32)
-    p = _special(torch.randn(pshape)).to(dtype).requires_grad_(dtype is torch.float32)
+    x = with_specials(torch.randn(xshape)).to(dtype).requires_grad_(dtype is torch.float32)
+    p = with_specials(torch.randn(pshape)).to(dtype).requires_grad_(dtype is torch.float32)
     check_against_eager(lambda x, p: torch.erf(x * p) + x * 2, x, p,
                         grad=dtype is torch.float32, kernels=xshape[0] > 0)
