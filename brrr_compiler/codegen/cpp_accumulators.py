@@ -151,14 +151,10 @@ class Accumulators:
             return "int"          # int, not bool: bool accumulators stop gcc vectorizing
         return None
 
-    def follows_eager(self, r: Stmt) -> bool:
-        """A float32 sum whose lanes add in float: the one kind that adds a short column
-        in eager's order (cpp_column_order.py, cpp_row_lanes._slots)."""
-        return r.value == "sum" and r.dtype is torch.float32 and \
-            self.total_ctype(r, lanes=True) is None
-
     def float_lanes_sum(self, r: Stmt) -> bool:
-        """A float32 sum whose simd lanes add in float (cpp_reduce.SUM_CHUNK)."""
+        """A float32 sum whose simd lanes add in float (cpp_reduce.SUM_CHUNK): also the one
+        kind that adds a short column in eager's order (cpp_column_order.py,
+        cpp_row_lanes._slots)."""
         return r.value == "sum" and r.dtype is torch.float32 and self.total_ctype(r, True) is None
 
     def decls(self, r: Stmt, indent: str, acc: str, nan: str, idx: str,

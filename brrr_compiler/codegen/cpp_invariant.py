@@ -1,13 +1,13 @@
 """The tables of values that depend on a pointwise kernel's innermost loop variable alone,
-filled once per call before its loops (which values: transforms/tables.py, chosen by the
-C++ schedule as CppSchedule.tables)."""
+or on its rows alone, filled once per call before its loops (which values:
+transforms/tables.py, chosen by the C++ schedule as CppSchedule.tables and row_tables)."""
 from __future__ import annotations
 
 from brrr_compiler.codegen.cpp_types import STORAGE
 from brrr_compiler.kernel_ir import Kernel, Stmt
 from brrr_compiler.symbolic import static_sizes
 from brrr_compiler.transforms.hoist import closure
-from brrr_compiler.transforms.tables import (load_row_tables, load_tables, rows_kernel,
+from brrr_compiler.transforms.tables import (from_rows, load_tables, row_dims, rows_kernel,
                                             table_entries, table_index)
 
 
@@ -43,5 +43,5 @@ def row_tables(k: Kernel, names: tuple[str, ...], stmt_line) -> tuple[list[str],
     if not names:
         return [], k
     rows = rows_kernel(k)
-    lines, _ = invariant_tables(rows, names, stmt_line, tuple(range(len(rows.loop_vars) - 1)))
-    return lines, load_row_tables(k, names)
+    lines, read = invariant_tables(rows, names, stmt_line, row_dims(rows))
+    return lines, from_rows(read, k)

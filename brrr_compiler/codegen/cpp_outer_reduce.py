@@ -78,7 +78,7 @@ class OuterReductionPrinter(ReductionPrinter):
         self.acc.short = is_short(column) and not adds_in_order(column) and self.eager_at is None
         # sums whose tile's last columns add in eager's interleaved partials
         self.tail = frozenset() if self.eager_at in (None, "bn") else frozenset(
-            s.out for s in kernel.body if s.op == "reduce" and self.acc.follows_eager(s))
+            s.out for s in kernel.body if s.op == "reduce" and self.acc.float_lanes_sum(s))
         self.row_level = column_row_level(kernel)
 
     def _ref(self, line: str, s: Stmt) -> str:
@@ -141,7 +141,7 @@ class OuterReductionPrinter(ReductionPrinter):
         body, tail = self._bodies(restaged(phase.body, staged, self.k, self.rows), hoisted)
         tails = [r for r in reds if r.out in self.tail]
         at = self.eager_at if tails else "bn"
-        chunks = self.eager_at is not None and any(self.acc.follows_eager(r) for r in reds)
+        chunks = self.eager_at is not None and any(self.acc.float_lanes_sum(r) for r in reds)
         rows = EAGER_CHUNK_ROWS if chunks else \
             BLOCK_ROWS if any(self.acc.total_ctype(r) == "double" for r in reds) else CHUNK
         lines = self.tile_loop(indent, [ln for r in tails for ln in interleaved_reset(r)],

@@ -193,7 +193,7 @@ def _slots(printer, r, extent: int) -> list[int] | None:
     rows on the sum adds in float in order, as the columns schedule's blocks do."""
     if printer.acc.total_ctype(r, lanes=True) == "double":
         return [e % min(PARTIALS, extent) for e in range(extent)]
-    if not (printer.sched.column_lanes and printer.acc.follows_eager(r)
+    if not (printer.sched.column_lanes and printer.acc.float_lanes_sum(r)
             and is_short(extent) and not adds_in_order(extent)):
         return None
     width = sympy.sympify(printer.k.ranges[-1])

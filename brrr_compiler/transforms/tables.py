@@ -80,14 +80,23 @@ def rows_kernel(k: Kernel) -> Kernel:
     return dataclasses.replace(k, loop_vars=list(k.loop_vars[:-1]), ranges=list(k.ranges[:-1]))
 
 
+def row_dims(rows: Kernel) -> tuple[int, ...]:
+    """The dims a row table spans besides the last outer one (its loop): every other."""
+    return tuple(range(len(rows.loop_vars) - 1))
+
+
+def from_rows(read: Kernel, k: Kernel) -> Kernel:
+    """`read` (a rows_kernel of `k`, rewritten) over `k`'s loops again."""
+    return dataclasses.replace(read, loop_vars=k.loop_vars, ranges=k.ranges)
+
+
 def load_row_tables(k: Kernel, names: tuple[str, ...]) -> Kernel:
     """`k` reading each value of `names` from its row table (`tab_<name>`, indexed by the
     row), without the statements that only fed them."""
     if not names:
         return k
     rows = rows_kernel(k)
-    read = load_tables(rows, names, tuple(range(len(rows.loop_vars) - 1)))
-    return dataclasses.replace(read, loop_vars=k.loop_vars, ranges=k.ranges)
+    return from_rows(load_tables(rows, names, row_dims(rows)), k)
 
 
 def inner_only(k: Kernel, dims: tuple[int, ...] = ()) -> set[str]:
