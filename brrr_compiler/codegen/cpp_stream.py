@@ -19,12 +19,16 @@ Such a kernel reads its inputs from memory too, and where it reads a 1-byte stre
 mask) beside its float ones, the hardware prefetcher fell behind: `x.masked_fill(m, 0) *
 2` over 4096 x 4096 floats took 1.7-1.9x its unmasked twin `x * 2` for 1.125x the bytes,
 `where(m, x, y)` 1.4x `x + y` (the same in a hand-written C++ loop, so not the printed
-code). Each chunk now asks for the lines of its float streams AHEAD elements on
-(`__builtin_prefetch`, nta) first: masked_fill 1.9x faster, where 1.35x, a dropout mask
-1.1x, and the twin `x * 2` (one stream) 1.15x; kernels with two or more float streams
-and no mask gained nothing or lost (x + y 4%, an Adam step 10%), so they keep the
-hardware's prefetch alone (schedule/stream.py `ahead_loads` chooses;
-benchmarks/results/notes.md, "Prefetching streamed inputs").
+code). Each chunk asks for the lines of its input streams AHEAD elements on first
+(`__builtin_prefetch`). Asked into L1 (nta), on an Intel Xeon: masked_fill 1.9x faster,
+where 1.35x, but x + y lost 4% and an Adam step 10%; on an AMD EPYC the same nta
+prefetches made the Adam step 1.3x slower. Asked into L2 (LOCALITY, as the row kernels'
+prefetches), on the AMD EPYC, end to end against nta or none: where 1.37x, masked_fill
+1.24x, x * y + z 1.30x, an Adam step and x + y even within the noise (faster by up to
+1.17x while the machine's memory was slow). Kernels that compute transcendentals keep the
+hardware's prefetch alone: their loops are slow enough for it, and the prefetch loops'
+instructions cost them 3-12% (schedule/stream.py `ahead_loads`;
+benchmarks/results/notes.md, "Prefetching streamed inputs into L2").
 
 A gather within rows (`x.gather(-1, idx)`, schedule/gather.py) reads each row of its
 source in random order: every line's first touch waits for memory, with nothing for the
@@ -40,6 +44,7 @@ import dataclasses
 
 import sympy
 
+from brrr_compiler.codegen.cpp_prefetch import LOCALITY
 from brrr_compiler.codegen.cpp_strided import strided_copies
 from brrr_compiler.kernel_ir import Stmt
 from brrr_compiler.schedule.rows import LINE_BYTES
@@ -82,8 +87,7 @@ def chunked_loop(body: list[Stmt], buffers: set[str], var, start: str, end: str,
 
 def _prefetches(body: list[Stmt], ahead: frozenset, var, cexpr, indent: str) -> list[str]:
     """One prefetch per cache line of the chunk AHEAD elements on, per load of `ahead`
-    contiguous along `var`, into the nearest cache without keeping it (nta: a streamed
-    input is read once)."""
+    contiguous along `var`, into L2 (the module note)."""
     pf, lines, seen = sympy.Symbol("pf", integer=True), [], set()
     for s in body:
         key = (s.buffer, s.index)
@@ -93,7 +97,7 @@ def _prefetches(body: list[Stmt], ahead: frozenset, var, cexpr, indent: str) -> 
         seen.add(key)
         lines.append(f"{indent}for (int64_t pf = c0 + {AHEAD}; pf < c1 + {AHEAD}; "
                      f"pf += {LINE_BYTES // s.dtype.itemsize}) "
-                     f"__builtin_prefetch(&{s.buffer}[{cexpr(s.index.subs(var, pf))}], 0, 0);")
+                     f"__builtin_prefetch(&{s.buffer}[{cexpr(s.index.subs(var, pf))}], 0, {LOCALITY});")
     return lines
 
 

@@ -16,6 +16,7 @@ import torch
 
 from brrr_compiler.kernel_ir import Kernel
 from brrr_compiler.machine import cache_sizes
+from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.transforms.loops import linear_coeff
 
 # bfloat16/half outputs stay ordinary: interleaved, min of 41, streaming them won 24% on a
@@ -71,18 +72,25 @@ def _contiguous_stores(k: Kernel, inner, numel: int) -> set[str]:
             and s.buffer not in read and linear_coeff(s.index, inner, allv) == 1}
 
 
+MAX_AHEAD_STREAMS = 3       # input streams a kernel prefetches at most (ahead_loads)
+
+
 def ahead_loads(k: Kernel) -> frozenset[str]:
     """The inputs a streaming pointwise kernel prefetches ahead of its inner loop
-    (codegen/cpp_stream.py has the note): its streams of 4-byte or wider values (loads
-    contiguous along the innermost loop that step with every loop, not a broadcast
-    bias) where it also reads a 1-byte stream (a mask) or one wide stream only. Two or
-    more wide streams without a mask keep the hardware's prefetch alone: x + y lost 4%,
-    an Adam step (four streams) 10% with them."""
+    (codegen/cpp_stream.py has the note): its streams (loads contiguous along the
+    innermost loop that step with every loop, not a broadcast bias), masks included,
+    where the loop is cheap per byte (no transcendental function) and reads at most
+    MAX_AHEAD_STREAMS of them. Asked into L2 on the AMD EPYC VM (paired rounds against
+    the nta prefetches of masked kernels and none elsewhere): where(m, x, y) 1.00-1.37x,
+    masked_fill 1.00-1.24x, x * y + z up to 1.30x, bias + relu 1.14-1.22x; kernels
+    computing exp, erf or sin lost 3-12% (the prefetch loops' instructions, where the
+    hardware's prefetch keeps up with the slower loop), an Adam step (four streams)
+    4-13% (benchmarks/results/notes.md, "Prefetching streamed inputs into L2")."""
+    if any(s.op in TABLE and TABLE[s.op].transcendentals for s in k.body):
+        return frozenset()
     inputs = {b.name for b in k.inputs}
     allv, inner = k.all_vars(), k.loop_vars[-1]
-    streams = {(s.buffer, s.index, s.dtype.itemsize) for s in k.body if s.op == "load"
-               and s.buffer in inputs and linear_coeff(s.index, inner, allv) == 1
-               and set(k.loop_vars) <= sympy.sympify(s.index).free_symbols}
-    wide = {(b, i) for b, i, size in streams if size >= 4}
-    masked = any(size == 1 for _, _, size in streams)
-    return frozenset(b for b, _ in wide) if masked or len(wide) == 1 else frozenset()
+    streams = frozenset(s.buffer for s in k.body if s.op == "load"
+                        and s.buffer in inputs and linear_coeff(s.index, inner, allv) == 1
+                        and set(k.loop_vars) <= sympy.sympify(s.index).free_symbols)
+    return streams if len(streams) <= MAX_AHEAD_STREAMS else frozenset()

@@ -1,9 +1,10 @@
-"""Streaming pointwise kernels prefetch their wide input streams ahead of the loop where
-they also read a mask, or read one wide stream only (schedule/stream.py `ahead_loads`,
-codegen/cpp_stream.py): the text, and values against eager at a streamed size with tails."""
+"""Streaming pointwise kernels without transcendentals prefetch their input streams, masks
+included, into L2 ahead of the loop (schedule/stream.py `ahead_loads`, codegen/cpp_stream.py):
+the text, and values against eager at a streamed size with tails."""
 import torch
 from torch.testing import FileCheck
 
+from brrr_compiler.codegen.cpp_prefetch import LOCALITY
 from brrr_compiler.codegen.cpp_stream import AHEAD
 from tests.helpers import check_against_eager, one_kernel_source
 
@@ -18,12 +19,13 @@ def _prefetched(src: str) -> list[str]:
             if "__builtin_prefetch(" in ln]
 
 
-def test_a_masked_kernel_prefetches_its_float_streams_not_its_mask():
+def test_a_masked_kernel_prefetches_its_float_streams_and_its_mask_into_l2():
     src = _source(lambda x, y, m: torch.where(m, x, y), torch.randn(BIG), torch.randn(BIG),
                   torch.rand(BIG) < 0.5)
     FileCheck().check(f"for (int64_t pf = c0 + {AHEAD}; pf < c1 + {AHEAD}; pf += 16) "
                       "__builtin_prefetch(&").check("#pragma omp simd").run(src)
-    assert sorted(_prefetched(src)) == ["in1", "in2"], src      # x, y; the mask is in0
+    assert sorted(_prefetched(src)) == ["in0", "in1", "in2"], src   # the mask is in0
+    assert f"pf += 64) __builtin_prefetch(&in0[pf], 0, {LOCALITY});" in src, src   # a line of bytes
 
 
 def test_one_stream_is_prefetched_a_bias_is_not():
@@ -31,8 +33,13 @@ def test_one_stream_is_prefetched_a_bias_is_not():
     assert _prefetched(src) == ["in0"], src
 
 
-def test_two_streams_without_a_mask_and_small_outputs_are_left_to_the_hardware():
-    assert not _prefetched(_source(lambda x, y: x + y, torch.randn(BIG), torch.randn(BIG)))
+def test_streams_are_prefetched_but_not_around_transcendentals_many_streams_or_small_outputs():
+    assert sorted(_prefetched(_source(lambda x, y: x + y, torch.randn(BIG),
+                                      torch.randn(BIG)))) == ["in0", "in1"]
+    assert not _prefetched(_source(lambda x, y: torch.exp(x) + y, torch.randn(BIG),
+                                   torch.randn(BIG)))
+    four = [torch.randn(BIG) for _ in range(4)]         # more than MAX_AHEAD_STREAMS
+    assert not _prefetched(_source(lambda a, b, c, d: a * b + c * d, *four))
     small = _source(lambda x, m: x.masked_fill(m, 0.0), torch.randn(64, 2048),
                     torch.rand(64, 2048) < 0.5)
     assert "brrr_stream" not in small and not _prefetched(small)
