@@ -52,6 +52,10 @@ class CppSchedule:
     stream: frozenset[str] = frozenset()       # outputs stored past the caches
     transposed: int | None = None    # tiled: the outer dim read contiguously
     tile: tuple[int, int] = (0, 0)   # tiled: (outer, inner) block
+    flat_tile: int = 0               # tiled: the inner dim's length where each tile runs
+    #                                  as one flat loop (transforms/flat_tile.py)
+    tile_loads: frozenset[tuple[str, str]] = frozenset()   # tiled: the (buffer, index)
+    #                                  loads staged transposed into tile arrays
     column_tile: int = 0             # columns: columns per work item
     column_rows: int = 1             # columns: whole rows of a short innermost dim per work
     #                                  item (`column_tile` their width): a block of the dim
@@ -121,7 +125,8 @@ class CppSchedule:
         if self.unswitch:
             parts.append(f"inner loop copied per side of {len(self.unswitch)} outer-index select(s)")
         if self.transposed is not None:
-            parts.append(f"{self.tile[0]}x{self.tile[1]} tiles over dim {self.transposed}")
+            parts.append(f"{self.tile[0]}x{self.tile[1]} tiles over dim {self.transposed}"
+                         + (f", rows of {self.flat_tile} run flat" if self.flat_tile else ""))
         if self.column_tile:
             parts.append(f"{self.column_tile} columns per tile" if self.column_rows == 1 else
                          f"{self.column_rows}x{self.column_tile} columns per tile")

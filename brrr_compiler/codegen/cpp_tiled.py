@@ -16,7 +16,12 @@ pitch, and where every access is contiguous across the tile's rows too (stride n
 `a`), the main loop is one flat loop over the tile instead of a loop per row. gcc sizes
 a loop's vectors by its narrowest type: a bool mask's or a float16's loop takes 64 or 32
 lanes, so a 31-long row loop never ran its vector body (benchmarks/results/notes.md,
-"Flat tiles").
+"Flat tiles"). The schedule records that choice (CppSchedule.flat_tile,
+transforms/flat_tile.py). A flat tile converts its float16 loads and stores a chunk at a
+time with the target's instructions (cpp_half.staged_loop), the tile arrays' loads too:
+a float16 NCHW -> NHWC copy over (16, 64, 56, 56) ran 1.9x faster, below eager's time.
+Tiles looping per row keep the prelude's integer conversions: staged per 64-element row,
+`x + y.t()` in float16 ran slower (notes.md, "float16 in flat tiles").
 """
 from __future__ import annotations
 
@@ -25,21 +30,12 @@ import functools
 
 import sympy
 
+from brrr_compiler.codegen.cpp_half import staged_halves, staged_loop
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.schedule_ir import TRANSPOSE_BLOCK, CppSchedule
+from brrr_compiler.transforms.flat_tile import FLAT, flattened, transposed_loads, whole_inner
 from brrr_compiler.transforms.loops import linear_coeff
-
-
-def _transposed_loads(k, a, inner) -> list:
-    allv = k.all_vars()
-    out = []
-    for s in k.body:
-        if s.op == "load":
-            ci = linear_coeff(s.index, inner, allv)
-            if ci not in (None, 0, 1) and linear_coeff(s.index, a, allv) == 1:
-                out.append(s)
-    return out
 
 
 def _staging(k, loads, a, inner, storage, cexpr, tile) -> tuple[list[str], object]:
@@ -161,12 +157,12 @@ def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
         return lines + parallel_loop("  ", sched.threads, _cond(sched), sched.forks,
                                      loop + _short_inner_loop(k, a, inner, tile_inner,
                                                               stmt_line), False)
-    whole = _whole_inner(k, tile_inner)
+    whole = whole_inner(k, tile_inner)
     pitch = whole or tile_inner
-    staged, k = _staging(k, _transposed_loads(k, a, inner), a, inner, storage, cexpr,
+    staged, k = _staging(k, transposed_loads(k, a, inner), a, inner, storage, cexpr,
                          (tile_a, pitch))
     dtypes = {s.out: s.dtype for s in k.body if s.out}
-    flat = whole and _flattened(k, a, inner, whole)
+    flat = sched.flat_tile and flattened(k, a, inner, sched.flat_tile)
     if flat:        # one loop over the tile's rows end to end (module note)
         k, inner, lo, hi = flat, FLAT, f"a_lo * {whole}", f"a_hi * {whole}"
         body, indent = ["    {"], "      "
@@ -174,9 +170,12 @@ def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
         lo, hi = "b_lo", "b_hi"
         body, indent = [f"    for (int64_t {a} = a_lo; {a} < a_hi; ++{a}) {{"], "      "
     loop += staged + body
+    line = functools.partial(_line, stmt_line, dtypes)
     if stream:
-        loop += chunked_loop(k.body, stream, inner, lo, hi,
-                             lambda s: stmt_line(s, dtypes), cexpr, indent)
+        loop += chunked_loop(k.body, stream, inner, lo, hi, line, cexpr, indent)
+    elif flat and any(staged_halves(_flat_loop(k, tile_a * whole), k.body)):
+        loop += staged_loop(_flat_loop(k, tile_a * whole), k.body, lo, hi, line, cexpr,
+                            indent)
     else:
         loop += [f"{indent}#pragma omp simd",
                  f"{indent}for (int64_t {inner} = {lo}; {inner} < {hi}; ++{inner}) {{"]
@@ -186,35 +185,14 @@ def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
                                  bool(stream))
 
 
-FLAT = sympy.Symbol("tf", integer=True)      # a tile's flat index: a * n_inner + inner
+def _line(stmt_line, dtypes, s) -> str:
+    return stmt_line(s, dtypes)
 
 
-def _whole_inner(k, tile_inner: int) -> int | None:
-    """The inner dim's length where one tile holds it whole (a static length no longer
-    than the tile), else None."""
-    n = k.ranges[-1]
-    if not isinstance(n, (int, sympy.Integer)) or not TRANSPOSE_BLOCK <= int(n) <= tile_inner:
-        return None
-    return int(n)
-
-
-def _flattened(k, a, inner, n: int):
-    """`k` with every index written in the flat variable FLAT (= a * n + inner), or None
-    where some index is not contiguous across rows (its stride along `a` is not n times
-    its stride along inner, so `a` stays in it)."""
-    to_flat = {inner: FLAT - n * a}
-    phases = []
-    for p in k.phases:
-        body = []
-        for s in p.body:
-            if s.index is not None:
-                index = sympy.expand(s.index.xreplace(to_flat))
-                if a in index.free_symbols:
-                    return None
-                s = dataclasses.replace(s, index=index)
-            body.append(s)
-        phases.append(dataclasses.replace(p, body=body))
-    return dataclasses.replace(k, phases=phases)
+def _flat_loop(k, extent: int):
+    """`k` (flattened) as cpp_half reads a loop: FLAT its innermost variable, of `extent`."""
+    return dataclasses.replace(k, loop_vars=[*k.loop_vars[:-1], FLAT],
+                               ranges=[*k.ranges[:-1], sympy.Integer(extent)])
 
 
 def _cond(sched: CppSchedule) -> str:

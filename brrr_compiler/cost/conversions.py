@@ -10,7 +10,9 @@ pointwise loops along their innermost variable (codegen/cpp_half.py; not those
 streaming their stores or prefetching gathered rows), row walks of the
 phases the schedule stages (CppSchedule.staged) along the innermost reduced variable
 (codegen/cpp_staging.py), and column walks' loads the schedule stages
-(CppSchedule.column_stage) along the columns (codegen/cpp_column_stage.py). A rounding
+(CppSchedule.column_stage) along the columns (codegen/cpp_column_stage.py), and flat
+tiles (CppSchedule.flat_tile) along the tile, their transposed loads from the tile
+arrays (codegen/cpp_tiled.py). A rounding
 cast whose only readers are such stores prints no rounding of its own (the store's
 conversion rounds). bfloat16 stores (and the casts only they read) count the same where
 the CPU rounds bfloat16 in one instruction (machine.stages_store): the printers
@@ -39,7 +41,12 @@ def hardware_converted(kernel: Kernel, schedule, index: int, phase: Phase) -> se
     kind = getattr(schedule, "kind", None)
     ops = ("load",) if kind == "columns" else ("load", "store")
     extent = kernel.ranges[-1] if kind == "pointwise" and kernel.ranges else None
-    picked = [s for s in phase.body if s.op in ops and _unit(s.index, var)
+    tiles = set()      # a flat tile's transposed loads read its tile array along the loop
+    if kind == "tiled":
+        extent = schedule.tile[0] * schedule.flat_tile
+        tiles = {key(s) for s in phase.body if s.op == "load"
+                 and (s.buffer, str(s.index)) in schedule.tile_loads}
+    picked = [s for s in phase.body if s.op in ops and (_unit(s.index, var) or key(s) in tiles)
               and converts_in_chunks(s, phase.body, extent)
               and (kind != "columns" or s.out in schedule.column_stage)]
     keys = {key(s) for s in picked}
@@ -63,6 +70,8 @@ def _walked(kernel: Kernel, schedule, index: int, phase: Phase):
     if kind == "rows" and kernel.reduction_vars and index in dict(schedule.staged):
         return kernel.reduction_vars[-1]
     if kind == "columns" and kernel.loop_vars and phase.loop:
+        return kernel.loop_vars[-1]
+    if kind == "tiled" and schedule.flat_tile and not schedule.stream:   # cpp_tiled.py
         return kernel.loop_vars[-1]
     return None
 

@@ -26,6 +26,7 @@ from brrr_compiler.schedule.gather import gathered_rows
 from brrr_compiler.schedule.parallel import forks, product, static_sizes, tiles
 from brrr_compiler.schedule.stream import ahead_loads, streamed
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, TRANSPOSE_BLOCK, CppSchedule
+from brrr_compiler.transforms.flat_tile import flat_tile, transposed_loads
 from brrr_compiler.transforms.loops import (inner_varying, linear_coeff, reads_buffers,
                                          reduces_outer_dim)
 from brrr_compiler.transforms.period import choose as choose_period, periodic
@@ -219,5 +220,8 @@ def _tiled(k: Kernel, d: int, num_threads: int, tile_a: int = TILE_A,
                  * tiles(sizes[-1], tile_inner))
         fork = forks(nwork, tile_a * tile_inner, PARALLEL_MIN_NUMEL)
     stream = frozenset() if tile_inner < TRANSPOSE_BLOCK else frozenset(streamed(k))
+    flat = flat_tile(k, d, tile_inner) if tile_inner >= TRANSPOSE_BLOCK else 0
+    staged = transposed_loads(k, k.loop_vars[d], k.loop_vars[-1])
     return CppSchedule("tiled", num_threads, forks=fork, transposed=d,
-                       tile=(tile_a, tile_inner), stream=stream)
+                       tile=(tile_a, tile_inner), stream=stream, flat_tile=flat,
+                       tile_loads=frozenset((s.buffer, str(s.index)) for s in staged))

@@ -41,6 +41,12 @@ def _inputs(dtype=torch.float32):
     return torch.randn(33, 17, dtype=dtype), torch.randn(17, 33, dtype=dtype).t()
 
 
+def _row_inputs(dtype=torch.float32):
+    """Rows longer than a tile (a loop per row): a flat tile (inner dims of 16-64, as
+    _inputs') converts float16 a chunk at a time (test_cpp_flat_tile_halves.py)."""
+    return torch.randn(33, 80, dtype=dtype), torch.randn(80, 33, dtype=dtype).t()
+
+
 def test_function_loops_and_pragmas():
     x, y = _inputs()
     _, k = _kernel(_mul_exp, x, y.contiguous())
@@ -135,7 +141,7 @@ def test_cat_along_an_outer_dim_copies_its_clamped_loop_per_side():
     (torch.float16, "brrr_f16_to_f32", "brrr_round_f16", "brrr_f16_bits")])
 def test_low_precision_loads_and_stores_convert(dtype, load, rnd, store):
     """Both live as uint16_t bits (gcc vectorizes no _Float16 conversion)."""
-    _, k = _kernel(_mul_exp, *_inputs(dtype))
+    _, k = _kernel(_mul_exp, *_row_inputs(dtype))
     src = cpp.kernel_source(k, 1)
     (FileCheck().check("const uint16_t* __restrict in0").check("uint16_t* __restrict out0")
      .check("uint16_t tb0[").check(f"{load}(in0[").check(f"{load}(tb0[")
@@ -148,7 +154,7 @@ def test_low_precision_loads_and_stores_convert(dtype, load, rnd, store):
 def test_low_precision_store_keeps_the_rounded_bits(dtype, store, literal):
     """The cast rounds once; the store only moves the bits (no second rounding), and a
     literal is the dtype's value, so that stays exact."""
-    _, k = _kernel(_mul_exp, *_inputs(dtype))
+    _, k = _kernel(_mul_exp, *_row_inputs(dtype))
     lines = [ln for ln in cpp.kernel_source(k, 1).splitlines() if "out0[" in ln]
     assert len(lines) == 1 and store in lines[0] and "round" not in lines[0]
     assert cpp.const_literal(1.1, dtype) == f"((float){literal})"

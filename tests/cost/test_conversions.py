@@ -86,3 +86,12 @@ def test_a_bool_cast_to_float16_costs_no_rounding():
     masked = _flops(lambda t: (t > 0).half() * t, x)["float32"]
     plain = _flops(lambda t: t * t, x)["float32"]
     assert masked - plain < n * scalar_ops.CONVERSION_COST[("cast", torch.float16)]
+
+
+def test_a_flat_tile_converts_its_tile_loads_and_stores_in_hardware():
+    # rows of 31 whole in each tile, every access flat across them (codegen/cpp_tiled.py)
+    x = torch.randn(64, 32, 31).half()
+    got = _converted(lambda x: torch.where(x.mT > -0.5, -1.5, x.mT).contiguous(), x)
+    assert ("load", torch.float16) in got and ("store", torch.float16) in got
+    # rows longer than a tile loop per row: the prelude's integer conversions stay
+    assert _converted(lambda x: (x.t() + 1).contiguous(), torch.randn(96, 80).half()) == []
