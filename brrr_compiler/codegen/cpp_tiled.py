@@ -114,11 +114,38 @@ def _transposed_copy(k, s, name: str, a, inner, copy, cexpr, tile, block: str) -
     return _either(full, [f"      for (int64_t qb = 0; qb < {tile_inner}; qb += {TRANSPOSE_BLOCK})",
                           f"        for (int64_t qa = 0; qa < {tile_a}; qa += {TRANSPOSE_BLOCK})",
                           f"          {block}"],
-                   [f"      const int64_t fa = (a_hi - a_lo) & ~(int64_t){TRANSPOSE_BLOCK - 1};",
-                    f"      const int64_t fb = (b_hi - b_lo) & ~(int64_t){TRANSPOSE_BLOCK - 1};",
-                    f"      for (int64_t qb = 0; qb < fb; qb += {TRANSPOSE_BLOCK})",
-                    f"        for (int64_t qa = 0; qa < fa; qa += {TRANSPOSE_BLOCK})",
-                    f"          {block}"] + rest, tile_inner)
+                   _partial_blocks(block) + copy(f"({inner} < b_lo + cb ? a_lo + ca : a_lo)",
+                                                 "      "), tile_inner)
+
+
+def _partial_blocks(block: str) -> list[str]:
+    """A partial tile's 16x16 blocks: the whole ones from its corner, then, along a side
+    at least a block long, one more block ending at its edge, overlapping the last whole
+    one (it rewrites the same values). What is left (ca rows, cb columns covered) is
+    copied element by element: a side shorter than a block. A tile of 31 rows copied its
+    last 15 element by element, half its elements: the kernel of generated pattern 2 at
+    the LLC size spent half its time staging (notes.md, "float16 in flat tiles")."""
+    n = TRANSPOSE_BLOCK
+    return [f"      const int64_t na = a_hi - a_lo, nb = b_hi - b_lo;",
+            f"      const int64_t fa = na & ~(int64_t){n - 1}, fb = nb & ~(int64_t){n - 1};",
+            f"      const int64_t ca = na >= {n} ? na : fa, cb = nb >= {n} ? nb : fb;",
+            f"      for (int64_t qb = 0; qb < fb; qb += {n})",
+            f"        for (int64_t qa = 0; qa < fa; qa += {n})",
+            f"          {block}",
+            f"      if (ca > fa) {{   // the last rows, in blocks overlapping the whole ones",
+            f"        const int64_t qa = na - {n};",
+            f"        for (int64_t qb = 0; qb < fb; qb += {n})",
+            f"          {block}",
+            f"      }}",
+            f"      if (cb > fb) {{   // the last columns, the corner block too",
+            f"        const int64_t qb = nb - {n};",
+            f"        for (int64_t qa = 0; qa < fa; qa += {n})",
+            f"          {block}",
+            f"        if (ca > fa) {{",
+            f"          const int64_t qa = na - {n};",
+            f"          {block}",
+            f"        }}",
+            f"      }}"]
 
 
 def _either(full: str, whole: list[str], partial: list[str], pitch: int) -> list[str]:

@@ -54,3 +54,17 @@ def test_flat_tiles_with_halves_match_eager():
         check_against_eager(lambda x: (x.mT * 2 - 1).contiguous(), _specials(shape), grad=False)
     x = (_specials((6, 32, 31)).float() * 1.001).requires_grad_()   # rounded by the store
     check_against_eager(lambda x: (x.mT.half() + 1).contiguous(), x)
+
+
+def test_partial_tiles_take_overlapping_blocks_and_match_eager():
+    """A partial tile's last rows and columns go through a block overlapping the whole
+    ones where that side is at least a block long (cpp_tiled._partial_blocks), element
+    by element where it is shorter: every mix, float32 and float16, flat tiles or not."""
+    g = torch.Generator().manual_seed(1)
+    for rows, cols in [(17, 20), (31, 32), (33, 70), (129, 5), (5, 129), (16, 16),
+                       (130, 33), (47, 100)]:
+        for dtype in (torch.float32, torch.float16):
+            x = torch.randn(3, rows, cols, generator=g).to(dtype)
+            check_against_eager(lambda x: (x.mT * 2).contiguous(), x, grad=False)
+            y = torch.randn(cols, rows, generator=g).to(dtype)
+            check_against_eager(lambda x, y: x[0] + y.t(), x, y, grad=False)
