@@ -34,7 +34,7 @@ from brrr_compiler.codegen.cpp_half import staged_halves, staged_loop
 from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_stream import chunked_loop
 from brrr_compiler.schedule_ir import TRANSPOSE_BLOCK, CppSchedule
-from brrr_compiler.transforms.flat_tile import FLAT, flattened, transposed_loads, whole_inner
+from brrr_compiler.transforms.flat_tile import FLAT, flattened, whole_inner
 from brrr_compiler.transforms.loops import linear_coeff
 
 
@@ -186,12 +186,13 @@ def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
                                                               stmt_line), False)
     whole = whole_inner(k, tile_inner)
     pitch = whole or tile_inner
-    staged, k = _staging(k, transposed_loads(k, a, inner), a, inner, storage, cexpr,
-                         (tile_a, pitch))
+    tiled = [s for s in k.body if s.op == "load" and (s.buffer, str(s.index)) in sched.tile_loads]
+    staged, k = _staging(k, tiled, a, inner, storage, cexpr, (tile_a, pitch))
     dtypes = {s.out: s.dtype for s in k.body if s.out}
-    flat = sched.flat_tile and flattened(k, a, inner, sched.flat_tile)
+    n = sched.flat_tile
+    flat = n and flattened(k, a, inner, n)
     if flat:        # one loop over the tile's rows end to end (module note)
-        k, inner, lo, hi = flat, FLAT, f"a_lo * {whole}", f"a_hi * {whole}"
+        k, inner, lo, hi = _flat_loop(flat, tile_a * n), FLAT, f"a_lo * {n}", f"a_hi * {n}"
         body, indent = ["    {"], "      "
     else:
         lo, hi = "b_lo", "b_hi"
@@ -200,9 +201,8 @@ def tiled_loops(k, sched: CppSchedule, cexpr, stmt_line, storage) -> list[str]:
     line = functools.partial(_line, stmt_line, dtypes)
     if stream:
         loop += chunked_loop(k.body, stream, inner, lo, hi, line, cexpr, indent)
-    elif flat and any(staged_halves(_flat_loop(k, tile_a * whole), k.body)):
-        loop += staged_loop(_flat_loop(k, tile_a * whole), k.body, lo, hi, line, cexpr,
-                            indent)
+    elif flat and any(staged_halves(k, k.body)):
+        loop += staged_loop(k, k.body, lo, hi, line, cexpr, indent)
     else:
         loop += [f"{indent}#pragma omp simd",
                  f"{indent}for (int64_t {inner} = {lo}; {inner} < {hi}; ++{inner}) {{"]
