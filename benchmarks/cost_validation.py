@@ -155,6 +155,7 @@ def measure_case(source: str, name: str, make, calibration_dir: str, rounds: int
                          "kernel": k.name, "ops": k.ops_summary(), "bound": k.bound,
                          "bytes": k.bytes, "flops": k.flops, "compute_s": k.compute_s,
                          "memory_s": k.memory_s, "schedule": k.schedule,
+                         "domain": [str(d) for d in k.domain],
                          "pred": k.predicted_s, "replay": statistics.median(got),
                          "meas": statistics.median(got) + (runner_overhead if how == "native"
                                                            else 0),

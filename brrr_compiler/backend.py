@@ -170,7 +170,8 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
     # for the cost model; older versions kept the calibration in the cache dir
     machine = resolve_device(cfg.device, (cfg.calibration_dir, cfg.cache_dir), device)
     threads = cfg.num_threads or torch.get_num_threads()
-    tuner = Autotuner(gm, cfg, threads, target) if cfg.autotunes() else None
+    tuner = Autotuner(gm, cfg, threads, target, machine.stream_prefetch) if cfg.autotunes() \
+        else None
     pristine = capture.graph_copy(gm) if tuner is not None else None
 
     def planned(graph, policy) -> Planned:
@@ -178,15 +179,15 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                          allow_across=(target == "cpp" and cfg.fold_across_rows))
         not_run: dict = {}              # group id -> why it runs through ATen
         lowered = lower_plan(plan, target, threads, cfg.low_precision, not_run,
-                             strict=cfg.strict, libm=cfg.libm,
+                             strict=cfg.strict, libm=cfg.libm, prefetch=machine.stream_prefetch,
                              verify_ir=cfg.verify_ir or cfg.debug_dir is not None)
         return Planned(plan, *lowered, not_run)
 
-    count = counter(target, threads, cfg)
+    count = counter(target, threads, cfg, machine)
     found = planned(gm, fusion_policy(cfg, machine, tuner, count))
     if tuner is not None:   # max-autotune: the finished plan and each kernel's threads timed
         found = tuned(tuner, name, found, lambda: planned(pristine, policy_from_option(
-            cfg.fusion, machine, counter(target, threads, cfg))))
+            cfg.fusion, machine, counter(target, threads, cfg, machine))))
     plan, kernels, specs, printed, schedules, not_run = found
     dumps.write("fusion_plan.txt", lambda: str(plan))
     if target == "triton":
@@ -220,9 +221,10 @@ def compile_graph(gm: torch.fx.GraphModule, cfg: Config, kind: str, sink=None,
                                     strict=cfg.strict)
 
 
-def counter(target: str | None, threads: int, cfg: Config) -> LoweredCount:
-    """What the cost model counts for a candidate group: the kernel `target` would print."""
-    return LoweredCount(target or "cpp", threads, cfg.low_precision)
+def counter(target: str | None, threads: int, cfg: Config, machine) -> LoweredCount:
+    """What the cost model counts for a candidate group: the kernel `target` would print
+    on `machine` (its DeviceSpec: whether streams are prefetched)."""
+    return LoweredCount(target or "cpp", threads, cfg.low_precision, machine.stream_prefetch)
 
 
 def fusion_policy(cfg: Config, machine, tuner, count: LoweredCount):
@@ -261,14 +263,16 @@ def choose_target(cfg: Config, gm) -> tuple:
 
 def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
                low_precision: str = "float32", failures: dict | None = None,
-               strict: bool = False, verify_ir: bool = False, libm: str = "fast"):
+               strict: bool = False, verify_ir: bool = False, libm: str = "fast",
+               prefetch: bool = False):
     """Kernel IR and its schedule (schedule/) for every group that lowers, by group id, and
     each kernel's source printed from the pair, by name (the C++ target's, for its
     translation unit); a group that does not runs through ATen (and
     `failures`, if given, maps its id to why; under `strict`, Config.strict, it is an
     error). `low_precision`: Config.low_precision; `verify_ir`: check each Kernel's rules
     (kernel_verify.py; a break raises KernelIRError, never a silent fallback); `libm`:
-    Config.libm."""
+    Config.libm; `prefetch`: streaming kernels ask for their input streams ahead
+    (DeviceSpec.stream_prefetch)."""
     kernels, specs, printed, schedules = {}, {}, {}, {}
     sources = size_sources(plan.graph.graph)
     backs = inplace.write_backs(plan.graph.graph)
@@ -281,7 +285,8 @@ def lower_plan(plan, target: str | None = "cpp", num_threads: int = 1,
                 k = stores_last(k)
             if verify_ir:
                 verify(k)
-            sched = choose_schedule(k, "cpp" if target == "cpp" else "triton", num_threads)
+            sched = choose_schedule(k, "cpp" if target == "cpp" else "triton", num_threads,
+                                    prefetch=prefetch)
             # a printer gap shows up here, not at build
             text = (cpp.print_kernel(k, sched) if target == "cpp"
                     else triton_printer.kernel_source(k, sched=sched))

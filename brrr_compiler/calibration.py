@@ -28,6 +28,12 @@ DeviceSpec it saves).
                            again with segments off: a kernel's call from Python
     fork overhead          an empty OpenMP parallel region on all threads, 10000 times in
                            one native call
+    stream prefetch        brrr kernels x * 0.5 - 1.0 and x * y - z on inputs twice the
+                           last-level cache share (at least 64 MB each), compiled with
+                           their input streams prefetched and without, in paired rounds:
+                           streaming kernels prefetch (DeviceSpec.stream_prefetch) where
+                           both ran at most PREFETCH_PAYS (calibration_kernels.py) of
+                           their time without
 
 The sizes are chosen apart from the cost model's validation set
 (benchmarks/bench_cost_model.py: x + 1 on 64K, 1M, 16M and 64M floats, x.amax(-1) on
@@ -58,7 +64,8 @@ import torch
 
 from brrr_compiler.calibration_kernels import (EXP, FMA, FUNCTIONS, LIBM_CALLS, REDUCTIONS,
                                                cache_bandwidth, cached_extent, chain_rate,
-                                               fork_overhead, l2_bandwidth, overheads, reduce_rate,
+                                               fork_overhead, l2_bandwidth, overheads,
+                                               reduce_rate, stream_prefetch,
                                                scalar_transcendental_rate, stream_bandwidth,
                                                terms_rate, transpose_cost)
 from brrr_compiler.cost.device import (CHAIN, MIB, DeviceSpec, generic_cpu, in_float64,
@@ -232,6 +239,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
         f"({figures.note('python call overhead')}), {per_call * 1e6:.2f} us per graph call "
         f"({figures.note('call overhead')}), {fork * 1e6:.2f} us to fork "
         f"({figures.note('fork overhead')})")
+    prefetch = stream_prefetch(cache_dir, llc, clock, figures)
     flops, functions, other = _compute_figures(cache_dir, clock, generic, figures)
     date = datetime.date.today().isoformat()
     source = f"calibrated {date} ({threads} threads)"
@@ -245,7 +253,7 @@ def measure(cache_dir: str, log=print, clock=time.perf_counter) -> Calibration:
         kernel_overhead_s=per_kernel, call_overhead_s=per_call, fork_overhead_s=fork,
         python_call_overhead_s=from_python,
         parallel_min_elements=PARALLEL_MIN_NUMEL, transpose_cost=transpose, overlap=1.0,
-        source=source)
+        stream_prefetch=prefetch, source=source)
     log(f"  done in {time.perf_counter() - started:.1f} s")
     return Calibration(spec, dict(figures.spread), list(figures.noisy))
 

@@ -256,3 +256,61 @@ def reduce_rate(expr: str, cache_dir: str, clock=time.perf_counter) -> float:
     fn = _compiled(expr, 1, cache_dir=cache_dir)
     t = [_per_call(fn, (torch.rand(rows, 1024),), calls=20, clock=clock) for rows in (192, 768)]
     return (768 - 192) * 1024 / max(t[1] - t[0], 1e-12)
+
+
+# streaming kernels timed with and without their input streams prefetched: one stream
+# and three (prefetch_ratio); prefetching is on where it saves 2% on each of them
+PREFETCHED = {"x * 0.5 - 1.0": "x", "x * y - z": "x, y, z"}
+PREFETCH_PAYS = 0.98
+_prefetch_variants: dict = {}
+
+
+def prefetch_ratio(nbytes: int, cache_dir: str, clock=time.perf_counter,
+                   rounds: int = 9) -> float:
+    """The worst over PREFETCHED kernels (each input `nbytes` of float32, past the cache)
+    of their time with software prefetch of the input streams over their time without:
+    the median over `rounds` paired rounds, alternating which runs first. Whether it pays
+    is the machine's: on a 2-vCPU AMD EPYC VM with AVX-512 prefetching won 1.06-1.57x on
+    such kernels, on one without AVX-512 three streams lost 1.2-1.35x
+    (benchmarks/results/notes.md, "Stream prefetch measured per machine")."""
+    worst = 0.0
+    for expr, args in PREFETCHED.items():
+        inputs = [torch.rand(nbytes // 4) for _ in args.split(",")]
+        on, off = (_prefetch_variant(expr, args, cache_dir, flag) for flag in (True, False))
+        ratios = []
+        for r in range(rounds):
+            pair = (on, off) if r % 2 else (off, on)
+            t = {fn: _per_call(fn, inputs, calls=1, rounds=3, clock=clock) for fn in pair}
+            ratios.append(t[on] / t[off])
+        worst = max(worst, sorted(ratios)[len(ratios) // 2])
+    return worst
+
+
+def _prefetch_variant(expr: str, args: str, cache_dir: str, prefetch: bool):
+    """`def fn(args): return expr` compiled with input streams prefetched or not (the
+    generic CPU's spec with stream_prefetch set; greedy fusion: one kernel), once per
+    process and thread count."""
+    from brrr_compiler.backend import brrr_backend
+    from brrr_compiler.cost.device import generic_cpu
+    threads = torch.get_num_threads()
+    key = (expr, prefetch, threads, cache_dir)
+    if key not in _prefetch_variants:
+        fn = _function(f"def fn({args}):\n    return {expr}\n", f"{expr} prefetch={prefetch}")
+        options = {"cache_dir": cache_dir, "fusion": "greedy",
+                   "device": generic_cpu(threads).replace(stream_prefetch=prefetch)}
+        _prefetch_variants[key] = torch.compile(
+            fn, backend=functools.partial(brrr_backend, options=options), dynamic=False)
+    return _prefetch_variants[key]
+
+
+def stream_prefetch(cache_dir: str, llc: int, clock, figures) -> bool:
+    """Whether streaming kernels should prefetch their inputs here (calibration.py's
+    module docstring); `figures`: calibration's _Figures, which settles and notes it."""
+    nbytes = min(max(2 * llc, 64 << 20), 256 << 20)
+    ratio = figures.settle("stream prefetch", lambda: prefetch_ratio(nbytes, cache_dir, clock),
+                           1.0)
+    on = ratio <= PREFETCH_PAYS
+    figures.log(f"  stream prefetch       {ratio:8.2f} x   (the worse of two streaming kernels' "
+                f"time prefetching over not, {nbytes >> 20} MB inputs: "
+                f"{'on' if on else 'off'}; {figures.note('stream prefetch')})")
+    return on

@@ -35,8 +35,9 @@ class LoweredCount:
     """count(members, stored) -> KernelStats of the lowered, scheduled kernel; a group
     that does not lower raises KernelNotLowered."""
 
-    def __init__(self, target: str = "cpp", threads: int = 1, low_precision: str = "float32"):
-        self.target, self.threads = target, threads
+    def __init__(self, target: str = "cpp", threads: int = 1, low_precision: str = "float32",
+                 prefetch: bool = False):
+        self.target, self.threads, self.prefetch = target, threads, prefetch
         self.round_results = low_precision == "eager"
         self._counts: dict = {}
         self._by_structure: dict = {}
@@ -69,7 +70,7 @@ class LoweredCount:
         try:
             kernel = lower_group(group, "candidate", use_scratch=self.target == "cpp",
                                  round_results=self.round_results)
-            schedule = choose(kernel, self.target, self.threads)
+            schedule = choose(kernel, self.target, self.threads, prefetch=self.prefetch)
         except NotImplementedError as err:
             return KernelNotLowered(f"the kernel would not lower: {str(err).removeprefix('brrr: ')}")
         vals = [n.meta.get("val") for n in [*group.nodes, *group.inputs]]
@@ -132,5 +133,6 @@ def cost_policy(device: DeviceSpec | None = None, target: str = "cpp", threads: 
     """The "cost" fusion policy on `device` (DeviceSpec; the generic CPU by default),
     counting the kernels `target` would print at `threads` threads (torch's count by
     default). `limits`: CostPolicy's max_inputs, max_live, strict."""
-    count = LoweredCount(target, threads or torch.get_num_threads(), low_precision)
+    count = LoweredCount(target, threads or torch.get_num_threads(), low_precision,
+                         prefetch=bool(device and device.stream_prefetch))
     return CostPolicy(device, count, **limits)

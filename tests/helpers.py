@@ -234,16 +234,19 @@ def plan_of(fn, *args, policy=None, max_args: int = 48):
     return partition(aten_graph(fn, *args), policy or GreedyPolicy(), max_args)
 
 
-def kernel_sources(fn, *args, threads: int = 2) -> list[str]:
-    """The C++ source of each kernel brrr makes for `fn` (greedy plan), in plan order."""
+def kernel_sources(fn, *args, threads: int = 2, prefetch: bool = False) -> list[str]:
+    """The C++ source of each kernel brrr makes for `fn` (greedy plan), in plan order;
+    `prefetch`: as on a machine whose calibration turned stream prefetch on."""
     from brrr_compiler.codegen import cpp
-    return [cpp.kernel_source(lower_group(g, g.name), threads) for g in plan_of(fn, *args).groups]
+    return [cpp.kernel_source(lower_group(g, g.name), threads, prefetch=prefetch)
+            for g in plan_of(fn, *args).groups]
 
 
-def one_kernel_source(fn, *args, threads: int = 2, whole: bool = False) -> str:
+def one_kernel_source(fn, *args, threads: int = 2, whole: bool = False,
+                      prefetch: bool = False) -> str:
     """The C++ source of the one kernel brrr makes for `fn`: from its `extern` on (what
     codegen tests match their text against), or with the helpers above it if `whole`."""
-    sources = kernel_sources(fn, *args, threads=threads)
+    sources = kernel_sources(fn, *args, threads=threads, prefetch=prefetch)
     assert len(sources) == 1, f"{len(sources)} kernels"
     return sources[0] if whole else sources[0].split("extern")[-1]
 

@@ -270,9 +270,11 @@ def _inner_loops(k: Kernel, pieces: list, sched: CppSchedule, before: set[str]) 
     return lines
 
 
-def kernel_source(k: Kernel, num_threads: int, sched: CppSchedule | None = None) -> str:
-    """`k` printed with its schedule for `num_threads` threads (chosen here when not given)."""
-    return print_kernel(k, sched or choose_cpp(k, num_threads))
+def kernel_source(k: Kernel, num_threads: int, sched: CppSchedule | None = None,
+                  prefetch: bool = False) -> str:
+    """`k` printed with its schedule for `num_threads` threads (chosen here when not given,
+    input streams prefetched where `prefetch`: DeviceSpec.stream_prefetch)."""
+    return print_kernel(k, sched or choose_cpp(k, num_threads, prefetch))
 
 
 def print_kernel(k: Kernel, sched: CppSchedule) -> str:

@@ -28,7 +28,12 @@ prefetches), on the AMD EPYC, end to end against nta or none: where 1.37x, maske
 1.17x while the machine's memory was slow). Kernels that compute transcendentals keep the
 hardware's prefetch alone: their loops are slow enough for it, and the prefetch loops'
 instructions cost them 3-12% (schedule/stream.py `ahead_loads`;
-benchmarks/results/notes.md, "Prefetching streamed inputs into L2").
+benchmarks/results/notes.md, "Prefetching streamed inputs into L2"). On another AMD EPYC
+VM, one without AVX-512, the same prefetches made three-stream kernels 1.2-1.35x slower
+(where(a > b, a, c), x * y + z) and a gather 1.9x, any distance or locality tried, while
+its hardware prefetcher alone streamed them at 45 GB/s; so the schedule asks for them
+only where the machine's calibration measured them paying (DeviceSpec.stream_prefetch;
+"Stream prefetch measured per machine" in the notes).
 
 A gather within rows (`x.gather(-1, idx)`, schedule/gather.py) reads each row of its
 source in random order: every line's first touch waits for memory, with nothing for the

@@ -64,6 +64,9 @@ class DeviceSpec:
     overlap: float = 1.0            # 1: time = max(compute, memory); 0: their sum
     transpose_cost: float = 1.0     # a byte a tiled kernel moves through block transposes
     #                                 costs this many dense bytes' time (CPU)
+    stream_prefetch: bool = False   # CPU: streaming pointwise kernels ask for their input
+    #                                 streams ahead (software prefetch); calibration turns it
+    #                                 on where it measured it paying (calibration.py)
     source: str = "default"         # "default", "datasheet", "calibrated <date>", a path
 
     @functools.cached_property

@@ -53,8 +53,10 @@ class Autotuner:
     """Measurements for one graph `gm` compiled with `cfg` for `target` on `threads`
     OpenMP threads (the module note)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, cfg, threads: int, target: str | None):
+    def __init__(self, gm: torch.fx.GraphModule, cfg, threads: int, target: str | None,
+                 prefetch: bool = False):
         self.gm, self.cfg, self.threads, self.target = gm, cfg, threads, target
+        self.prefetch = prefetch        # DeviceSpec.stream_prefetch: as the compile prints
         self.toolchain = find_toolchain(cfg.cxx, cfg.cache_dir) if target == "cpp" else None
         self._inputs: dict[str, torch.Tensor] = {}
         self._kept = 0
@@ -84,7 +86,7 @@ class Autotuner:
             return why
         try:
             sides = {"before": self._lower(before, "before"), "after": self._lower(after, "after")}
-            printed = {k.name: cpp.kernel_source(k, self.threads)
+            printed = {k.name: cpp.kernel_source(k, self.threads, prefetch=self.prefetch)
                        for side in sides.values() for k, _ in side}
         except NotImplementedError as err:
             return f"a candidate does not lower ({str(err).removeprefix('brrr: ')})"

@@ -43,7 +43,7 @@ def choose_threads(tuner, kernels: dict, outputs: dict, printed: dict) -> tuple[
     choices = {}                # group id -> {label: (variant Kernel, its source)}
     for gid, k in kernels.items():
         if not k.size_vars:
-            variants = _variants(k, counts(tuner.threads))
+            variants = _variants(k, counts(tuner.threads), tuner.prefetch)
             if len({cpp.code_key(v, src) for v, src in variants.values()}) > 1:
                 choices[gid] = variants
     measured = _measure(tuner, choices, outputs)
@@ -59,7 +59,7 @@ def choose_threads(tuner, kernels: dict, outputs: dict, printed: dict) -> tuple[
             best = default              # a tie keeps the default count
         n = int(best.split()[0])
         if n != tuner.threads:
-            printed[k.name] = cpp.kernel_source(k, n)
+            printed[k.name] = cpp.kernel_source(k, n, prefetch=tuner.prefetch)
         times = " vs ".join(f"{label} {fmt_time(s)}" for label, s in seconds.items())
         decisions.append(MeasuredChoice(
             "schedule", k.name, best, f"measured{', cached' if cached else ''}: {times}",
@@ -68,12 +68,12 @@ def choose_threads(tuner, kernels: dict, outputs: dict, printed: dict) -> tuple[
     return printed, decisions
 
 
-def _variants(k: Kernel, threads: list[int]) -> dict:
+def _variants(k: Kernel, threads: list[int], prefetch: bool) -> dict:
     """{label: (k renamed for n threads, its source printed for n threads)}."""
     out = {}
     for n in threads:
         v = dataclasses.replace(k, name=f"{k.name}_t{n}")
-        out[_label(n)] = (v, cpp.kernel_source(v, n))
+        out[_label(n)] = (v, cpp.kernel_source(v, n, prefetch=prefetch))
     return out
 
 

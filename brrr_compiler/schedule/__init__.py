@@ -14,11 +14,12 @@ from brrr_compiler.schedule_ir import CppSchedule, TritonSchedule
 
 
 def choose(k: Kernel, target: str = "cpp", num_threads: int = 1,
-           sm_count: int = DEFAULT_SM_COUNT) -> CppSchedule | TritonSchedule:
-    """`k`'s schedule on `target` ("cpp": `num_threads` OpenMP threads; "triton": a GPU
-    of `sm_count` SMs)."""
+           sm_count: int = DEFAULT_SM_COUNT, prefetch: bool = False
+           ) -> CppSchedule | TritonSchedule:
+    """`k`'s schedule on `target` ("cpp": `num_threads` OpenMP threads, input streams
+    prefetched where `prefetch`; "triton": a GPU of `sm_count` SMs)."""
     if target == "cpp":
-        return choose_cpp(k, num_threads)
+        return choose_cpp(k, num_threads, prefetch)
     if target == "triton":
         return choose_triton(k, sm_count)
     raise ValueError(f"brrr: no schedule for target {target!r} (cpp or triton)")

@@ -42,8 +42,10 @@ SHORT_INNER_ROWS = 1024    # rows of `a` a work item takes when the inner dim is
 REPLICATE_TILE = 1024      # a replicated kernel's tile: its held values stay in L1
 
 
-def choose_cpp(k: Kernel, num_threads: int) -> CppSchedule:
-    """How the C++ printer runs `k` on `num_threads` threads."""
+def choose_cpp(k: Kernel, num_threads: int, prefetch: bool = False) -> CppSchedule:
+    """How the C++ printer runs `k` on `num_threads` threads; `prefetch`: a streaming
+    pointwise kernel asks for its input streams ahead (stream.ahead_loads), where the
+    machine's calibration measured that paying (DeviceSpec.stream_prefetch)."""
     if k.is_reduction:
         return columns.columns(k, num_threads) if reduces_outer_dim(k) else rows.rows(k, num_threads)
     d = transposed_var(k)
@@ -53,7 +55,7 @@ def choose_cpp(k: Kernel, num_threads: int) -> CppSchedule:
         return _tiled(k, d, num_threads)
     if d is not None and _float_loads(k):
         return _tiled(k, d, num_threads, int(k.ranges[d]))
-    return _pointwise(k, num_threads)
+    return _pointwise(k, num_threads, prefetch)
 
 
 def _short(k: Kernel, d: int) -> bool:
@@ -84,7 +86,7 @@ def _float_loads(k: Kernel) -> bool:
     return all(s.dtype is torch.float32 for s in k.body if s.op == "load")
 
 
-def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
+def _pointwise(k: Kernel, num_threads: int, prefetch: bool) -> CppSchedule:
     pieces = tuple(split_bounds(k))
     period = None if pieces else choose_period(k)
     dims = ()
@@ -112,7 +114,7 @@ def _pointwise(k: Kernel, num_threads: int) -> CppSchedule:
                        tables=tables, table_dims=dims if tables else (),
                        per_call=_per_call(k, tabled_k, tables),
                        per_row=per_row, row_tables=rows,
-                       prefetch=ahead_loads(k) if stream else frozenset(),
+                       prefetch=ahead_loads(k) if stream and prefetch else frozenset(),
                        gather_rows=() if pieces or rep is not None else gathered_rows(k),
                        copy_strided=frozenset() if pieces or rep is not None
                        else strided_libm_loads(k),

@@ -85,7 +85,10 @@ def ahead_loads(k: Kernel) -> frozenset[str]:
     masked_fill 1.00-1.24x, x * y + z up to 1.30x, bias + relu 1.14-1.22x; kernels
     computing exp, erf or sin lost 3-12% (the prefetch loops' instructions, where the
     hardware's prefetch keeps up with the slower loop), an Adam step (four streams)
-    4-13% (benchmarks/results/notes.md, "Prefetching streamed inputs into L2")."""
+    4-13% (benchmarks/results/notes.md, "Prefetching streamed inputs into L2"). The
+    schedule asks for these only on a machine whose calibration measured prefetching
+    paying (DeviceSpec.stream_prefetch): on an AMD EPYC without AVX-512 three streams
+    lost 1.2-1.35x."""
     if any(s.op in TABLE and TABLE[s.op].transcendentals for s in k.body):
         return frozenset()
     inputs = {b.name for b in k.inputs}

@@ -1,17 +1,40 @@
-"""Streaming pointwise kernels without transcendentals prefetch their input streams, masks
-included, into L2 ahead of the loop (schedule/stream.py `ahead_loads`, codegen/cpp_stream.py):
-the text, and values against eager at a streamed size with tails."""
+"""On a machine whose calibration measured it paying (DeviceSpec.stream_prefetch),
+streaming pointwise kernels without transcendentals prefetch their input streams, masks
+included, into L2 ahead of the loop (schedule/stream.py `ahead_loads`,
+codegen/cpp_stream.py); elsewhere they leave it to the hardware: the text, the device's
+word reaching the printed kernel, and values against eager at a streamed size with tails."""
+import functools
+
+import pytest
 import torch
 from torch.testing import FileCheck
 
+from brrr_compiler.backend import brrr_backend
 from brrr_compiler.codegen.cpp_prefetch import LOCALITY
 from brrr_compiler.codegen.cpp_stream import AHEAD
+from brrr_compiler.cost import generic_cpu
 from tests.helpers import check_against_eager, one_kernel_source
 
 BIG = (4096, 2048)         # 32 MB of float32: its output streams
 
 
-_source = one_kernel_source
+_source = functools.partial(one_kernel_source, prefetch=True)
+PREFETCHING = {"device": generic_cpu().replace(stream_prefetch=True)}
+
+
+def _compiled(fn, args, options):
+    """(fn's result through brrr with `options`, the C++ source of its graph)."""
+    torch._dynamo.reset()
+    sink: list = []
+    out = torch.compile(fn, backend=functools.partial(brrr_backend, options=options,
+                                                      _sink=sink))(*args)
+    return out, sink[0].source
+
+
+def test_without_the_devices_word_streams_are_left_to_the_hardware():
+    src = one_kernel_source(lambda x, y, m: torch.where(m, x, y), torch.randn(BIG),
+                            torch.randn(BIG), torch.rand(BIG) < 0.5)
+    assert "brrr_stream(" in src and not _prefetched(src), src
 
 
 def _prefetched(src: str) -> list[str]:
@@ -45,11 +68,23 @@ def test_streams_are_prefetched_but_not_around_transcendentals_many_streams_or_s
     assert "brrr_stream" not in small and not _prefetched(small)
 
 
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_the_devices_word_reaches_the_compiled_kernel(prefetch):
+    """options["device"] (here a spec; a calibration's device.json alike) decides."""
+    x, y = torch.randn(BIG), torch.randn(BIG)
+    out, src = _compiled(lambda x, y: x * y - 1.0, (x, y),
+                         {"device": generic_cpu().replace(stream_prefetch=prefetch)})
+    torch.testing.assert_close(out, x * y - 1.0)
+    assert ("__builtin_prefetch(&in0[pf]" in src) == prefetch, src
+
+
 def test_prefetched_kernels_match_eager_with_tails():
     """Odd sizes: the last chunk's prefetches run past the end of the inputs (a prefetch
     does not fault) and its values are still eager's."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4099, 2049, generator=g)
     m = torch.rand(4099, 2049, generator=g) < 0.3
-    check_against_eager(lambda x, m: x.masked_fill(m, 0.0) * 2.0, x, m, grad=False)
-    check_against_eager(lambda x: x * 1.5 - 2.0, x, grad=False)
+    for fn, args in ((lambda x, m: x.masked_fill(m, 0.0) * 2.0, (x, m)),
+                     (lambda x: x * 1.5 - 2.0, (x,))):
+        assert "__builtin_prefetch(&in0[pf]" in _compiled(fn, args, PREFETCHING)[1]
+        check_against_eager(fn, *args, grad=False, options=PREFETCHING)

@@ -1,5 +1,8 @@
 """DeviceSpec: JSON in the calibration dir (or, as older versions kept it, the cache dir),
 defaults, presets, and `brrr calibrate`."""
+import json
+import math
+
 import pytest
 import torch
 
@@ -11,6 +14,7 @@ from brrr_compiler.calibration import (OVERHEAD_ATOL, STABLE_SPREAD, TRIES, _Fig
 from brrr_compiler.machine import cache_sizes
 from brrr_compiler.cost.device import in_float64
 from brrr_compiler.calibration_kernels import (ADD, _compiled, _terms, fork_overhead,
+                                               prefetch_ratio,
                                                l2_bandwidth, overheads, stream_bandwidth,
                                                transpose_cost)
 
@@ -21,6 +25,40 @@ def test_json_round_trip_in_the_cache_dir(tmp_path):
     assert path == str(tmp_path / "device.json")
     assert load_device_spec(path) == spec
     assert current_device_spec(str(tmp_path)) == spec
+
+
+def test_a_calibration_of_older_versions_has_stream_prefetch_off(tmp_path):
+    """device.json files written before the field existed load with the hardware's prefetch
+    alone, as the generic CPU has it; a calibration's word survives the round trip."""
+    data = json.loads(generic_cpu(threads=2).to_json())
+    del data["stream_prefetch"]
+    assert DeviceSpec.from_json(json.dumps(data)).stream_prefetch is False
+    assert generic_cpu().stream_prefetch is False
+    on = generic_cpu(threads=2).replace(stream_prefetch=True)
+    assert DeviceSpec.from_json(on.to_json()).stream_prefetch is True
+
+
+def test_stream_prefetch_is_on_only_where_it_paid_on_each_kernel(monkeypatch):
+    """calibrate's verdict: the worse of the two kernels' with/without ratio at most
+    PREFETCH_PAYS; the figure settles like the others."""
+    from brrr_compiler import calibration_kernels as ck
+    for ratio, on in ((0.9, True), (ck.PREFETCH_PAYS, True), (1.0, False), (1.3, False)):
+        monkeypatch.setattr(ck, "prefetch_ratio", lambda *a, r=ratio: r)
+        lines: list = []
+        assert ck.stream_prefetch("/unused", 16 << 20, None, _Figures(lines.append)) is on
+        assert "stream prefetch" in lines[0] and ("on;" if on else "off;") in lines[0]
+
+
+def test_prefetch_ratio_compares_the_same_kernels_with_and_without(tmp_path):
+    """Both variants compile, differ only in the prefetches, and run (small inputs: the
+    ratio itself is the machine's, and timing, which no test asserts)."""
+    from brrr_compiler import calibration_kernels as ck
+    ratio = prefetch_ratio(1 << 20, str(tmp_path), rounds=1)
+    assert ratio > 0 and math.isfinite(ratio)
+    variants = [ck._prefetch_variant("x * y - z", "x, y, z", str(tmp_path), flag)
+                for flag in (True, False)]
+    assert variants[0] is not variants[1]
+    assert ck._prefetch_variant("x * y - z", "x, y, z", str(tmp_path), True) is variants[0]
 
 
 def test_without_calibration_the_generic_cpu_applies(tmp_path):

@@ -85,3 +85,11 @@ def test_a_cost_policy_without_a_counter_says_how_to_build_one():
 def test_a_user_built_cost_policy_compiles_like_the_named_one():
     policy = brrr_compiler.cost_policy(CPU2, threads=2)
     check_against_eager(chain, _x(512, 512), options={"fusion": policy})
+
+
+def test_the_counted_schedule_prefetches_as_the_device_says():
+    """cost_policy counts the schedule the compile prints on its device: input streams
+    prefetched only where the device's calibration turned that on."""
+    assert cost_policy(CPU2).count.prefetch is False
+    assert cost_policy(CPU2.replace(stream_prefetch=True)).count.prefetch is True
+    assert LoweredCount("cpp", 2).prefetch is False
