@@ -23,6 +23,7 @@ benchmarks/results/notes.md, "Static short rows", has the measurements.
 from __future__ import annotations
 
 import sympy
+import torch
 
 from brrr_compiler.codegen.cpp_accumulators import ARG_FOLDS
 from brrr_compiler.schedule.sum_lanes import MIN_ROW
@@ -50,9 +51,19 @@ def vector_part(phase, reds, extent: int, lanes: int | None) -> int:
         return extent          # gcc's epilogue of a plain simd sum measured faster
     if lanes and extent >= MIN_ROW:
         return extent          # a long row's block of four vectors (the module note)
-    unit = lanes or VECTOR_BYTES // min([s.dtype.itemsize for s in phase.body
+    unit = lanes or VECTOR_BYTES // min([_width(s) for s in phase.body
                                          if s.dtype is not None] + [4])
     return extent - extent % unit
+
+
+def _width(s) -> int:
+    """Bytes a statement's value takes in gcc's vectors: a comparison's bool is a mask at
+    the width of what it compares (a masked softmax over rows of 32 floats counted its
+    `x > 0.3` as 1-byte values, a unit of 64, and walked every row in the scalar tail:
+    2.2x slower); a bool loaded or stored is a byte."""
+    if s.dtype is torch.bool and s.op not in ("load", "store"):
+        return 4
+    return s.dtype.itemsize
 
 
 def whole_row_walk(printer, phase, reds, indent: str, extent: int, prefetch: bool) -> list[str]:

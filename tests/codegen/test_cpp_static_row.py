@@ -68,3 +68,28 @@ def test_norms_and_log_softmax_with_gradients(n):
     check_against_eager(lambda t, w: F.layer_norm(t, (n,), w) * 2, x, w)
     check_against_eager(lambda t: torch.log_softmax(t, -1), x)
     check_against_eager(lambda t: torch.var_mean(t, -1), x)
+
+
+def test_a_comparisons_bool_does_not_push_a_short_row_into_the_tail():
+    """A masked softmax over rows of 32 floats: its `x > 0.3` is a mask at float width,
+    so the max walks the row in vectors (as a bool counted 1 byte, the unit was 64
+    elements and the whole row ran in the scalar tail); a loaded bool mask still counts
+    a byte."""
+    fn = lambda x: x.masked_fill(x > 0.3, float("-inf")).softmax(-1)     # noqa: E731
+    src = _source(fn, torch.randn(64, 32))
+    assert "ce = 32;" in src and "reduction(max:" in src and "t_v" not in src, src
+    mask = torch.rand(64, 32) < 0.5
+    loaded = _source(lambda x, m: x.masked_fill(m, float("-inf")).softmax(-1),
+                     torch.randn(64, 32), mask)
+    assert "for (int64_t r0 = 0; r0 < 32; ++r0) {" in loaded, loaded
+
+
+@pytest.mark.parametrize("n", [17, 32, 50, 63])
+def test_masked_row_folds_match_eager(n):
+    """Rows with comparisons in them, all masked, some masked, NaN and inf in both parts."""
+    g = torch.Generator().manual_seed(n)
+    x = _with_specials(torch.randn(12, n, generator=g))
+    x[6, :] = 5.0                                         # every element masked: NaN row
+    fn = lambda t: (t.masked_fill(t > 0.3, float("-inf")).softmax(-1),  # noqa: E731
+                    torch.where(t < -0.5, t, 0.0).amax(-1), (t > 0).float().sum(-1))
+    check_against_eager(fn, x, grad=False)
