@@ -49,23 +49,37 @@ def next_row_loads(k: Kernel) -> dict[tuple, int]:
             and linear_coeff(s.index, inner, k.all_vars()) == 1}
 
 
+def _walks(k: Kernel, online: int | None) -> int:
+    """How many times a row kernel walks each row: its per-row loop phases, the pair an
+    online fold merges counted once. The rows fork at a walk's share of
+    PARALLEL_MIN_NUMEL elements: each walk is a pass's work (a masked softmax over 992
+    rows of 32 floats, three walks and an exp per element, ran 58 us on one thread
+    where 31,744 elements did not fork, 29 on two; benchmarks/results/notes.md, "Row
+    kernels fork by the rows' walks"). A kernel with a columns phase keeps the element
+    count (its column folds share the clause), and so do short rows walked 16 at a time
+    in vector lanes (cpp_row_lanes.py), whose walks are a block's, not a row's."""
+    walks = sum(1 for p in k.phases if p.per_row_loop)
+    return max(1, walks - (1 if online is not None else 0))
+
+
 def rows(k: Kernel, num_threads: int) -> CppSchedule:
     holders = scratch_holders(k)
     printed = rows_in_outputs(k, holders)         # the kernel the printer walks
     columns = next((p for p in printed.phases if p.loop and p.once), None)
     stored = {s.buffer for s in columns.body if s.op == "store"} if columns else set()
     sizes, red = static_sizes(k.ranges), static_sizes(k.reduction_ranges)
-    fork = None if sizes is None or red is None else forks(product(sizes), product(red),
-                                                           PARALLEL_MIN_NUMEL)
     stream = frozenset(streamed_rows(printed) - stored)   # a column row is one row of values
     lanes = not stream and lane_rows(printed)   # beats the one-walk pair there
     online, staged = None if lanes else online_index(printed), _staged(printed)
+    least = PARALLEL_MIN_NUMEL if columns or lanes else \
+        -(-PARALLEL_MIN_NUMEL // _walks(printed, online))
+    fork = None if sizes is None or red is None else forks(product(sizes), product(red), least)
     in_lanes = () if lanes else sum_lane_phases(printed, _lane_bound(printed, staged),
                                                 online, stream)
     skip = {i for i, _ in staged + in_lanes} | (
         {online, online + 1} if online is not None else set())
     return CppSchedule(
-        "rows", num_threads, forks=fork, stream=stream,
+        "rows", num_threads, forks=fork, min_parallel=least, stream=stream,
         prefetch=frozenset(b for b, _ in next_row_loads(printed)),
         scratch_rows=holders, online=online, staged=staged, sum_lanes=in_lanes,
         flat_phases=() if lanes else flat_phases(printed, skip, stream),

@@ -77,6 +77,27 @@ def test_softmax_rows_keep_scratch_in_the_output_and_prefetch():
     assert sched.prefetch and sched.forks is True
 
 
+def test_rows_fork_by_the_elements_they_walk():
+    """A softmax walks each row three times (max, exps, scale): 64 rows of 256 fork at a
+    third of the elements a one-walk sum of the same rows needs, and the printed clause
+    says the same for sizes known only at run time."""
+    x = torch.randn(64, 256)
+    softmax = choose(_kernel(lambda t: torch.softmax(t, -1), x), "cpp", 2)
+    total = choose(_kernel(lambda t: t.sum(-1), x), "cpp", 2)
+    assert softmax.forks is True and softmax.min_parallel == -(-32768 // 3)
+    assert total.forks is False and total.min_parallel == 32768
+    k = _kernel(lambda t: torch.softmax(t, -1), x)
+    assert f"n_outer * n_red >= {softmax.min_parallel}" in cpp.print_kernel(k, softmax)
+
+
+@pytest.mark.parametrize("shape", [(64, 256), (992, 32), (100, 100)])
+def test_rows_forked_by_their_walks_match_eager(shape):
+    g = torch.Generator().manual_seed(shape[1])
+    x = torch.randn(shape, generator=g, requires_grad=True)
+    check_against_eager(lambda t: t.masked_fill(t > 0.3, float("-inf")).softmax(-1), x)
+    check_against_eager(lambda t: torch.nn.functional.layer_norm(t, (shape[1],)) * 2, x)
+
+
 def test_triton_schedules_come_from_the_same_stage():
     k = _kernel(lambda x: x.sum(0), torch.randn(512, 256), use_scratch=False)
     sched = choose(k, "triton", sm_count=132)
