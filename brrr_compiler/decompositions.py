@@ -161,6 +161,24 @@ def _contiguous_first(op):
     return decomposition
 
 
+def _contiguous_result(op):
+    """torch's decomposition of masked_fill (a where), its result cloned contiguous:
+    eager's kernel clones self contiguous and fills it, whatever the operands' layouts.
+    Traced, the clone must be a node even where the value is contiguous to FakeTensor: a
+    float16 sum of a transposed and an expanded operand is, until eager_strides gives it
+    eager's transposed strides, and the where then followed them (fuzz seed 308521:
+    strides (1, 1024) where eager's are (13, 1)). The clone fuses into the kernel; a
+    clone of what eager lays out contiguous anyway is removed (passes/remove_noops)."""
+    from torch._decomp import decomposition_table
+
+    torch_decomposition = decomposition_table[op]
+
+    def decomposition(x, mask, value):
+        out = torch_decomposition(x, mask, value)
+        return aten.clone.default(out, memory_format=torch.contiguous_format)
+    return decomposition
+
+
 def _index_fill(op):
     def decomposition(x, dim, index, value):
         """A non-dense self cloned first (preserve_format): eager's index_fill clones self
@@ -194,6 +212,8 @@ def _decompositions() -> dict:
         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
         aten._softmax.default: _contiguous_first(aten._softmax.default),
         aten._log_softmax.default: _contiguous_first(aten._log_softmax.default),
+        aten.masked_fill.Scalar: _contiguous_result(aten.masked_fill.Scalar),
+        aten.masked_fill.Tensor: _contiguous_result(aten.masked_fill.Tensor),
         aten.index_fill.int_Scalar: _index_fill(aten.index_fill.int_Scalar),
         aten.index_fill.int_Tensor: _index_fill(aten.index_fill.int_Tensor),
         **batch_norm_decomposition.table(),

@@ -314,3 +314,25 @@ def test_pointwise_gather_out_of_range_raises(bad):
         errors[backend] = err.value
     torch._dynamo.reset()
     assert isinstance(errors["brrr"], type(errors["aot_eager"])), errors
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.bfloat16],
+                         ids=lambda d: str(d)[6:])
+def test_masked_fill_is_contiguous_whatever_its_operands(dtype):
+    """Eager's masked_fill clones self contiguous before filling it: a sum of a transposed
+    and an expanded operand, masked by a broadcast column, is contiguous in eager (fuzz
+    seed 308521 gave it the sum's transposed strides in float16); a channels-last self too."""
+    x0 = _randn(13, 1024, dtype=dtype, grad=False).t()
+    x1 = _randn(1, 13, dtype=dtype, seed=2, grad=False).expand(1024, 13)
+    m = _mask(1024, 1)
+    check_against_eager(lambda a, b, m: torch.tanh((b + a).masked_fill(m, -1.5)),
+                        x0, x1, m, grad=False)
+    y = _randn(2, 3, 8, 8, dtype=dtype).detach().to(memory_format=torch.channels_last)
+    check_against_eager(lambda t, m: t.masked_fill(m, 0.0) * 2, y.requires_grad_(), _mask(8, 8))
+
+
+def test_masked_fill_of_a_contiguous_value_stays_one_kernel():
+    """The clone that gives eager's contiguous layout fuses: no copy of its own."""
+    from tests.helpers import plan_of
+    plan = plan_of(lambda x, m: x.masked_fill(m, 0.0) * 2, torch.randn(64, 32), _mask(64, 32))
+    assert len(plan.groups) == 1 and plan.aten_nodes() == [], str(plan)
