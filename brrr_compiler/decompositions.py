@@ -144,38 +144,31 @@ def _extreme_all(value_op):
     return decomposition
 
 
-def _contiguous_first(op):
-    """torch's decomposition of softmax or log_softmax, its input cloned contiguous first.
-    torch's begins with x.contiguous() (eager's kernels write contiguous results), which
-    records no node when the traced value is contiguous already: a float16/bfloat16
-    pointwise result is, to FakeTensor, until eager_strides gives it eager's strides
-    (transposed, say), and the softmax then followed them (fuzz seed 26543). The clone
-    fuses into the kernel: no copy is made."""
+def _contiguous(op, where: str):
+    """torch's decomposition of `op` with a clone to contiguous at `where`: "input" (softmax,
+    log_softmax) or "result" (masked_fill). Each clone is always traced, because the value
+    may be contiguous to FakeTensor and not to eager: a float16/bfloat16 pointwise result
+    is contiguous to FakeTensor until eager_strides gives it eager's strides (transposed,
+    say).
+    - softmax and log_softmax: torch's decomposition begins with x.contiguous(), which
+      records no node in that case, and the softmax then followed the transposed strides
+      (fuzz seed 26543).
+    - masked_fill: eager's kernel clones self contiguous and fills it, whatever the
+      operands' layouts; torch's decomposition is a where, which followed a float16 sum's
+      transposed strides (fuzz seed 308521: (1, 1024) where eager's are (13, 1)).
+    The clone fuses into the kernel; one of a value eager lays out contiguous anyway is
+    removed (passes/remove_noops)."""
     from torch._decomp import decomposition_table
 
     torch_decomposition = decomposition_table[op]
 
-    def decomposition(x, dim, half_to_float):
-        x = aten.clone.default(x, memory_format=torch.contiguous_format)
-        return torch_decomposition(x, dim, half_to_float)
-    return decomposition
-
-
-def _contiguous_result(op):
-    """torch's decomposition of masked_fill (a where), its result cloned contiguous:
-    eager's kernel clones self contiguous and fills it, whatever the operands' layouts.
-    Traced, the clone must be a node even where the value is contiguous to FakeTensor: a
-    float16 sum of a transposed and an expanded operand is, until eager_strides gives it
-    eager's transposed strides, and the where then followed them (fuzz seed 308521:
-    strides (1, 1024) where eager's are (13, 1)). The clone fuses into the kernel; a
-    clone of what eager lays out contiguous anyway is removed (passes/remove_noops)."""
-    from torch._decomp import decomposition_table
-
-    torch_decomposition = decomposition_table[op]
-
-    def decomposition(x, mask, value):
-        out = torch_decomposition(x, mask, value)
-        return aten.clone.default(out, memory_format=torch.contiguous_format)
+    def decomposition(x, *args):
+        if where == "input":
+            x = aten.clone.default(x, memory_format=torch.contiguous_format)
+        out = torch_decomposition(x, *args)
+        if where == "result":
+            out = aten.clone.default(out, memory_format=torch.contiguous_format)
+        return out
     return decomposition
 
 
@@ -210,10 +203,10 @@ def _decompositions() -> dict:
         aten.max.default: _extreme_all(aten.amax.default),
         aten.min.default: _extreme_all(aten.amin.default),
         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
-        aten._softmax.default: _contiguous_first(aten._softmax.default),
-        aten._log_softmax.default: _contiguous_first(aten._log_softmax.default),
-        aten.masked_fill.Scalar: _contiguous_result(aten.masked_fill.Scalar),
-        aten.masked_fill.Tensor: _contiguous_result(aten.masked_fill.Tensor),
+        aten._softmax.default: _contiguous(aten._softmax.default, "input"),
+        aten._log_softmax.default: _contiguous(aten._log_softmax.default, "input"),
+        aten.masked_fill.Scalar: _contiguous(aten.masked_fill.Scalar, "result"),
+        aten.masked_fill.Tensor: _contiguous(aten.masked_fill.Tensor, "result"),
         aten.index_fill.int_Scalar: _index_fill(aten.index_fill.int_Scalar),
         aten.index_fill.int_Tensor: _index_fill(aten.index_fill.int_Tensor),
         **batch_norm_decomposition.table(),

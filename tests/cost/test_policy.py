@@ -224,7 +224,7 @@ def test_transposed_copy_joins_a_column_walk_only_while_its_lines_stay_cached(ro
     (walk,) = [g for g in plan.groups if aten.logsumexp.default in _targets(g)
                or aten.amax.default in _targets(g)]
     # the copy of d (the clone of the sub), not the clone that gives logsumexp's
-    # masked_fill of the maxima its contiguous layout (decompositions._contiguous_result)
+    # masked_fill of the maxima its contiguous layout (decompositions._contiguous, "result")
     copies = [n for n in walk.nodes if n.target is aten.clone.default
               and getattr(n.args[0], "target", None) is aten.sub.Tensor]
     assert bool(copies) is fused, str(plan)
