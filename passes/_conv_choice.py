@@ -11,7 +11,7 @@ copy. A backward convolution follows the forward one of its shapes.
 import torch
 from torch.fx import Node
 
-from ._conv_timing import faster_channels_last
+from ._conv_timing import clearly_faster_channels_last, faster_channels_last
 
 aten = torch.ops.aten
 
@@ -47,6 +47,23 @@ def timed_choice(convs: list, left_nchw: set = frozenset()) -> list:
     nchw |= {n for n in convs if n.target is not aten.convolution.default
              and _key(n) in _NCHW_FORWARD}
     return [n for n in convs if n not in nchw]
+
+
+def timed_paying(unpaid: list) -> list:
+    """The forward convolutions of `unpaid` (whose arithmetic does not obviously repay
+    their copies) that timed clearly faster channels-last, copies counted, and the
+    backward ones of their shapes: these are taken as paying (ResNet's last stage at batch
+    1 on the AMD EPYC VM, _conv_timing.py)."""
+    for n in unpaid:
+        if n.target is aten.convolution.default and clearly_faster_channels_last(
+                *_shapes(n), _after_a_conv(n.args[0]) or _nhwc(n.args[0])):
+            _PAYING_FORWARD.add(_key(n))
+    return [n for n in unpaid if _key(n) in _PAYING_FORWARD]
+
+
+# the forward convolutions (by _key) taken channels-last by timed_paying, which their
+# backward ones follow (as _NCHW_FORWARD's)
+_PAYING_FORWARD: set = set()
 
 
 # the forward convolutions (by _key) left NCHW, which their backward ones follow (the

@@ -16,9 +16,18 @@ on random tensors of its shapes, a few alternating calls each. Each timed call p
 copies its layout would: the weight copied to channels-last when the graph reads it from
 an input (as on every call), and the input copied from the layout it arrives in:
 channels-last when a convolution comes before it (the default's layout), else the graph
-input's own. Channels-last stays the default: a convolution counts as faster NCHW only
-where its median is at most NCHW_GAIN of channels-last's, and _conv_choice.py takes NCHW
-only for a run of such convolutions to the end of the network, since the other ops of a
+input's own. The weight copy is brrr's generated transposed copy, not eager's: timed as
+COPY_PASSES plain copies of the weight, since calibrate measures brrr's transposed copies
+at 1.9 (AMD EPYC) to 2.5 (Intel Xeon) times a plain one's time, while eager's
+`contiguous(memory_format=channels_last)` of a (256, 256, 3, 3) weight took 5.8 plain
+copies' time on the AMD EPYC VM (169 against 29 us; brrr's ~60). Timed with eager's
+copy, ResNet's last stage at batch 1 stayed NCHW there, where channels-last with brrr's
+copy ran 2x faster (a 3x3 convolution over 2x2 pixels, 256 channels: 120 us
+channels-last, 390 NCHW, ATen's thnn path either way).
+
+Channels-last stays the default: a convolution counts as faster NCHW only where its
+median is at most NCHW_GAIN of channels-last's, and _conv_choice.py takes NCHW only for a
+run of such convolutions to the end of the network, since the other ops of a
 graph read the layout too. ConvNeXt's convolutions timed faster NCHW one by one (its 2x2
 downsampling ones 1.2-1.9x, its depthwise ones 1.0x behind an NCHW input), but with all
 of them NCHW its permutes to channels-last around each LayerNorm and Linear became copies
@@ -34,10 +43,11 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 aten = torch.ops.aten
 
 NCHW_GAIN = 0.8         # NCHW only where its median is at most this of channels-last's
+COPY_PASSES = 2         # plain copies timed for one transposed weight copy of brrr's (note)
 MAX_TIMED_FLOP = 4e8    # ~4-20 ms a call on 2 cores: longer ones are not timed
 ROUNDS = 5              # alternating timed calls per layout, after one untimed call each
 
-_answers: dict[tuple, bool] = {}
+_answers: dict[tuple, float] = {}     # key -> NCHW's median over channels-last's
 
 
 def faster_channels_last(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation,
@@ -45,7 +55,21 @@ def faster_channels_last(x: torch.Tensor, w: torch.Tensor, stride, padding, dila
     """Whether the convolution of an input shaped as `x` by a weight shaped as `w` (meta or
     fake tensors; only shapes and dtype are read) ran faster channels-last, the weight
     copied to that layout in each call where `copy_weight`, the input copied from
-    channels-last to NCHW (`input_nhwc`) or back (module note)."""
+    channels-last to NCHW (`input_nhwc`) or back (module note): not NCHW_GAIN faster NCHW."""
+    return _ratio(x, w, stride, padding, dilation, groups, copy_weight, input_nhwc) > NCHW_GAIN
+
+
+def clearly_faster_channels_last(x: torch.Tensor, w: torch.Tensor, stride, padding,
+                                 dilation, groups: int, copy_weight: bool,
+                                 input_nhwc: bool = False) -> bool:
+    """As faster_channels_last, the other way round: channels-last's median at most
+    NCHW_GAIN of NCHW's, for a convolution whose arithmetic does not obviously repay its
+    copies (conv_channels_last.py `_pays`)."""
+    ratio = _ratio(x, w, stride, padding, dilation, groups, copy_weight, input_nhwc)
+    return ratio * NCHW_GAIN >= 1.0
+
+
+def _ratio(x, w, stride, padding, dilation, groups, copy_weight, input_nhwc) -> float:
     key = (tuple(x.shape), tuple(w.shape), x.dtype, tuple(stride), tuple(padding),
            tuple(dilation), int(groups), bool(copy_weight), bool(input_nhwc),
            torch.get_num_threads())
@@ -54,13 +78,13 @@ def faster_channels_last(x: torch.Tensor, w: torch.Tensor, stride, padding, dila
     return _answers[key]
 
 
-def _timed(key: tuple) -> bool:
+def _timed(key: tuple) -> float:
     xs, ws, dtype, stride, padding, dilation, groups, copy_weight, input_nhwc, _ = key
     out_pixels = xs[0] * ws[0]
     for size, k, s, p, d in zip(xs[2:], ws[2:], stride, padding, dilation):
         out_pixels *= max((size + 2 * p - d * (k - 1) - 1) // s + 1, 0)
     if 2 * out_pixels * ws[1] * ws[2] * ws[3] > MAX_TIMED_FLOP:
-        return True
+        return float("inf")
     cl = torch.channels_last
     with unset_fake_temporarily(), torch.no_grad():
         g = torch.Generator().manual_seed(0)
@@ -76,8 +100,9 @@ def _timed(key: tuple) -> bool:
             return conv(x_cl.contiguous() if input_nhwc else x, w)
 
         def nhwc():
-            return conv(x_cl if input_nhwc else x.contiguous(memory_format=cl),
-                        w.contiguous(memory_format=cl) if copy_weight else w_cl)
+            for _ in range(COPY_PASSES if copy_weight else 0):
+                w.clone()
+            return conv(x_cl if input_nhwc else x.contiguous(memory_format=cl), w_cl)
 
         calls = {"nchw": nchw, "nhwc": nhwc}
         times: dict[str, list[float]] = {k: [] for k in calls}
@@ -88,4 +113,4 @@ def _timed(key: tuple) -> bool:
                 start = time.perf_counter()
                 f()
                 times[name].append(time.perf_counter() - start)
-    return statistics.median(times["nchw"]) > NCHW_GAIN * statistics.median(times["nhwc"])
+    return statistics.median(times["nchw"]) / statistics.median(times["nhwc"])

@@ -21,9 +21,11 @@ backward). So user-visible outputs keep eager's strides.
 
 Eligible: a non-transposed 4-d convolution of float32/bfloat16 CPU tensors with static
 shapes, when oneDNN is available, whose arithmetic outweighs the copies of graph inputs
-(images, weights) it would need on every call (`_pays`); one that does not pay reads
-its input contiguous where an earlier convolution's layout made it channels-last and its
-weight is NCHW and larger (`_reads_nchw`). Anything else is left as it is.
+(images, weights) it would need on every call (`_pays`) or, where MEASURE, that timed
+clearly faster channels-last with those copies (_conv_choice.timed_paying: ResNet's last
+stage at batch 1 on the AMD EPYC VM); one that does not pay reads its input contiguous
+where an earlier convolution's layout made it channels-last and its weight is NCHW and
+larger (`_reads_nchw`). Anything else is left as it is.
 Of those, a run of convolutions to the end of the network that each timed faster NCHW on
 this machine stays NCHW (_conv_timing.py has the note, _conv_choice.py the rule), their
 inputs copied back to it where an earlier convolution's layout reaches them (ResNet's
@@ -41,7 +43,7 @@ from torch.fx.experimental.symbolic_shapes import free_symbols
 
 from ._conv_choice import LAYOUT_ARGS as _LAYOUT_ARGS
 from ._conv_choice import is_channels_last as _is_channels_last
-from ._conv_choice import timed_choice, weight_position
+from ._conv_choice import timed_choice, timed_paying, weight_position
 from ._purity import is_view
 
 aten = torch.ops.aten
@@ -56,12 +58,13 @@ MEASURE = True     # time each eligible convolution's layouts (module note)
 def conv_channels_last(gm: GraphModule) -> GraphModule:
     """Copy the layout arguments of eligible convolutions to channels-last (module note).
     The work happens on a copy of the graph, which replaces gm's only when it succeeds."""
-    if not any(n.target in _LAYOUT_ARGS and _eligible(n) and _pays(n) for n in gm.graph.nodes) \
+    if not any(n.target in _LAYOUT_ARGS and _eligible(n) and (MEASURE or _pays(n))
+               for n in gm.graph.nodes) \
             or not torch.backends.mkldnn.is_available() or not _static(gm.graph):
         return gm
     graph = copy.deepcopy(gm.graph)      # nodes' meta dicts are copied, their values shared
     eligible = [n for n in graph.nodes if n.target in _LAYOUT_ARGS and _eligible(n)]
-    paying = [n for n in eligible if _pays(n)]
+    paying = _paying(eligible)
     unpaid = {n for n in eligible if n not in paying and _reads_nchw(n)}
     convs = timed_choice(paying, unpaid) if MEASURE else paying
     nchw = [n for n in eligible if n in unpaid or n in paying and n not in convs]
@@ -118,6 +121,17 @@ def _eligible(node: Node) -> bool:
 # what copying cannot repay: bench_sweep's conv2d of a (41668, 2, 3, 4) weight over a
 # (1, 2, 4, 3) image, 1 FLOP/B, ran 0.3x eager with its 4 MB weight copied every call.
 MIN_FLOPS_PER_COPIED_BYTE = 8
+
+
+def _paying(eligible: list) -> list:
+    """The convolutions of `eligible` that pay for their copies: by arithmetic (`_pays`),
+    or, where MEASURE, timed clearly faster channels-last with the copies (a forward
+    convolution and the backward ones of its shapes)."""
+    paying = [n for n in eligible if _pays(n)]
+    if not MEASURE:
+        return paying
+    won = timed_paying([n for n in eligible if n not in paying])
+    return [n for n in eligible if n in paying or n in won]
 
 
 def _pays(node: Node) -> bool:

@@ -3,49 +3,16 @@ every node's meta["val"] stay true to what the graph computes."""
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.fx import Interpreter
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 
-from brrr_compiler.passes import LAYOUT_FREE_OUTPUTS, _conv_choice, _conv_timing, run_pipeline
-from brrr_compiler.passes import conv_channels_last as _module
+from brrr_compiler.passes import LAYOUT_FREE_OUTPUTS, run_pipeline
 
-aten = torch.ops.aten
-CL = torch.channels_last
-PASS = __import__("sys").modules[_module.__module__]   # the module, not the function
-
-
-def _pass(fn, *args, tracing_mode="fake", free=()):
-    gm = make_fx(fn, tracing_mode=tracing_mode)(*args)
-    gm.meta[LAYOUT_FREE_OUTPUTS] = free
-    return run_pipeline(gm, ("conv_channels_last",))
-
-
-def _layout_copies(gm) -> list:
-    return [n.kwargs["memory_format"] for n in gm.graph.nodes
-            if n.target is aten.clone.default and "memory_format" in n.kwargs]
-
-
-class _StrideCheck(Interpreter):
-    """Runs the graph on real tensors and checks each result's strides against its
-    meta["val"] (brrr's kernels are specialised to those strides)."""
-
-    def run_node(self, n):
-        result = super().run_node(n)
-        val = n.meta.get("val")
-        if isinstance(result, torch.Tensor) and isinstance(val, torch.Tensor):
-            assert result.stride() == val.stride(), (n.name, result.stride(), val.stride())
-        return result
-
-
-def _check(gm, fn, *args):
-    out = _StrideCheck(gm).run(*args)
-    expected = fn(*args)
-    for a, e in zip(out if isinstance(out, tuple) else (out,),
-                    expected if isinstance(expected, tuple) else (expected,), strict=True):
-        assert_close(a, e, rtol=1e-4, atol=1e-5)
-        assert a.stride() == e.stride()
-    return out
+from .conv_layout import CL, StrideCheck, aten
+from .conv_layout import check as _check
+from .conv_layout import is_cl as _is_cl
+from .conv_layout import layout_copies as _layout_copies
+from .conv_layout import run_pass as _pass
 
 
 def _conv_bn_relu(x, w, mean, var):
@@ -72,7 +39,7 @@ def test_free_output_keeps_the_new_layout():
     args = _inputs()
     gm = _pass(_conv_bn_relu, *args, free=(0,))
     assert _layout_copies(gm) == [CL, CL]
-    out = _StrideCheck(gm).run(*args)
+    out = StrideCheck(gm).run(*args)
     assert out.is_contiguous(memory_format=CL)
     assert_close(out, _conv_bn_relu(*args), rtol=1e-4, atol=1e-5)
 
@@ -223,95 +190,3 @@ def test_a_convolution_that_does_not_pay_keeps_a_larger_input_channels_last():
     assert second.args[0].target is aten.relu.default, second.args[0]
     assert _is_cl(second.args[0].meta["val"])
     _check(gm, fn, *args)
-
-
-def _timed(monkeypatch, answer):
-    """The pass asks the timing (MEASURE on), which answers `answer` for every shape."""
-    monkeypatch.setattr(PASS, "MEASURE", True)
-    asked = []
-
-    def fake(x, w, stride, padding, dilation, groups, copy_weight, nhwc_in):
-        asked.append((tuple(x.shape), tuple(w.shape), groups, copy_weight, nhwc_in))
-        return answer(tuple(x.shape))
-    monkeypatch.setattr(_conv_choice, "faster_channels_last", fake)
-    monkeypatch.setattr(_conv_choice, "_NCHW_FORWARD", set())
-    return asked
-
-
-def test_a_convolution_timed_faster_nchw_stays_nchw_and_gets_a_contiguous_input(monkeypatch):
-    """The first convolution (8 input channels) timed faster channels-last, the second
-    (16, strided) not: its input, channels-last after the first, is copied back to
-    contiguous; values and strides as eager's."""
-    asked = _timed(monkeypatch, lambda shape: shape[1] == 8)
-
-    def fn(x, w1, w2):
-        return F.conv2d(F.relu(F.conv2d(x, w1, padding=1)), w2, stride=2, padding=1).sum(1)
-
-    args = (torch.randn(2, 8, 16, 16), torch.randn(16, 8, 3, 3), torch.randn(16, 16, 3, 3))
-    gm = _pass(fn, *args)
-    assert [a[0] for a in asked] == [(2, 8, 16, 16), (2, 16, 16, 16)]
-    assert [a[3:] for a in asked] == [(True, False), (True, True)]   # input from the first
-    convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
-    assert _is_cl(convs[0].meta["val"]) and convs[1].meta["val"].is_contiguous()
-    assert convs[1].args[0].target is aten.clone.default
-    assert convs[1].args[0].kwargs["memory_format"] is torch.contiguous_format
-    _check(gm, fn, *args)
-
-
-def test_a_convolution_timed_faster_nchw_before_a_channels_last_one_stays_channels_last(
-        monkeypatch):
-    """NCHW only for a run of convolutions to the end (_conv_choice.py): the first, timed
-    faster NCHW, feeds one timed faster channels-last."""
-    _timed(monkeypatch, lambda shape: shape[1] == 16)
-
-    def fn(x, w1, w2):
-        return F.conv2d(F.relu(F.conv2d(x, w1, padding=1)), w2, padding=1)
-
-    args = (torch.randn(2, 8, 6, 6), torch.randn(16, 8, 3, 3), torch.randn(16, 16, 3, 3))
-    gm = _pass(fn, *args)
-    convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
-    assert all(_is_cl(c.meta["val"]) for c in convs)
-    _check(gm, fn, *args)
-
-
-def test_a_run_to_the_end_may_close_with_convolutions_that_do_not_pay(monkeypatch):
-    """The first convolution, timed faster NCHW, is followed only by one that stays NCHW
-    because copying its weight would not pay: both run NCHW, with no copy at all."""
-    asked = _timed(monkeypatch, lambda shape: False)
-
-    def fn(x, w1, w2):
-        return F.conv2d(F.relu(F.conv2d(x, w1, padding=1)), w2, padding=1)
-
-    args = (torch.randn(1, 16, 4, 4), torch.randn(16, 16, 3, 3), torch.randn(64, 16, 3, 3))
-    gm = _pass(fn, *args)
-    assert [a[0] for a in asked] == [(1, 16, 4, 4)]
-    assert _layout_copies(gm) == []
-    _check(gm, fn, *args)
-
-
-def test_backward_convolutions_follow_their_forward_ones(monkeypatch):
-    asked = _timed(monkeypatch, lambda shape: False)
-    x, w = torch.randn(2, 8, 6, 6), torch.randn(16, 8, 3, 3)
-    _pass(lambda x, w: F.conv2d(x, w, padding=1), x, w)        # the forward: NCHW
-
-    def fn(g, x, w):
-        return aten.convolution_backward.default(g, x, w, [16], [1, 1], [1, 1], [1, 1],
-                                                 False, [0, 0], 1, [True, True, True])
-
-    gm = _pass(fn, torch.randn(2, 16, 6, 6), x, w)
-    assert len(asked) == 1                   # the forward's question only
-    assert _layout_copies(gm) == []          # left NCHW, as its forward
-
-
-def test_the_timing_answers_once_per_shape_and_takes_nhwc_past_its_budget(monkeypatch):
-    monkeypatch.setattr(_conv_timing, "_answers", {})
-    x, w = torch.empty(2, 8, 6, 6, device="meta"), torch.empty(16, 8, 3, 3, device="meta")
-    first = _conv_timing.faster_channels_last(x, w, [1, 1], [1, 1], [1, 1], 1, True, True)
-    assert isinstance(first, bool) and len(_conv_timing._answers) == 1
-    assert _conv_timing.faster_channels_last(x, w, [1, 1], [1, 1], [1, 1], 1, True, True) == first
-    monkeypatch.setattr(_conv_timing, "MAX_TIMED_FLOP", 1.0)
-    assert _conv_timing.faster_channels_last(x, w, [1, 1], [1, 1], [1, 1], 1, False) is True
-
-
-def _is_cl(val) -> bool:
-    return val.is_contiguous(memory_format=CL) and not val.is_contiguous()
