@@ -73,7 +73,7 @@ _LOSS_LAYOUTS = {aten.mse_loss.default: "iterator", aten.smooth_l1_loss.default:
 _CONTIGUOUS = {aten.log_sigmoid_forward.default}
 # ops whose CPU kernels clone self laid out as empty_like(self) (keeping a non-dense
 # self's stride order), where their fake kernels make a contiguous result (the trace-time
-# half of this fix is decompositions._index_fill)
+# half of this fix is decompositions._index_fill_aten, for what the where does not take)
 _LIKE_SELF = {aten.index_fill.int_Scalar, aten.index_fill.int_Tensor}
 # batch norms: eager's CPU kernel lays the output out in the input's suggested memory
 # format (channels-last stays, a transposed 2-d or 3-d input gives a contiguous output)
