@@ -30,14 +30,16 @@ from .full_reductions import full_reductions
 from .linear_epilogues import linear_epilogues
 from .mask_index_put import mask_index_put
 from .remove_noops import remove_noops
+from .scalar_reductions import scalar_reductions
 from .short_inner_reductions import short_inner_reductions
 from .unused_factors import unused_factors
 
 Pass = Callable[[GraphModule], GraphModule]
 
-PIPELINE: tuple[Pass, ...] = (conv_channels_last, remove_noops, unused_factors, fill_constants,
-                              mask_index_put, full_reductions, broadcast_reductions,
-                              short_inner_reductions, cse, dce)
+PIPELINE: tuple[Pass, ...] = (conv_channels_last, scalar_reductions, remove_noops,
+                              unused_factors, fill_constants, mask_index_put,
+                              full_reductions, broadcast_reductions, short_inner_reductions,
+                              cse, dce)
 # Passes a user names in the `passes` option to run them; not in PIPELINE because
 # measurements have not shown them faster here (linear_epilogues: the module note). Put
 # linear_epilogues after cse: two copies of one linear layer merge first, and then the
@@ -74,5 +76,6 @@ __all__ = [
     "LAYOUT_FREE_OUTPUTS", "OPTIONAL", "PASSES", "PIPELINE", "Pass", "broadcast_reductions",
     "conv_channels_last", "cse", "dce", "fill_constants", "full_reductions", "linear_epilogues",
     "mask_index_put",
-    "remove_noops", "run_pipeline", "short_inner_reductions", "unused_factors",
+    "remove_noops", "run_pipeline", "scalar_reductions", "short_inner_reductions",
+    "unused_factors",
 ]

@@ -41,8 +41,9 @@ logger = logging.getLogger("brrr.passes")
 
 _VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
 MIN_OUTPUT = 1 << 19   # output elements below which oneDNN's fixed cost exceeds the pass saved
-WITH_EPILOGUES = ("conv_channels_last", "remove_noops", "fill_constants", "mask_index_put",
-                  "full_reductions", "broadcast_reductions", "cse", "linear_epilogues", "dce")
+WITH_EPILOGUES = ("conv_channels_last", "scalar_reductions", "remove_noops", "fill_constants",
+                  "mask_index_put", "full_reductions", "broadcast_reductions", "cse",
+                  "linear_epilogues", "dce")
 _SQRT1_2 = 0.7071067811865476
 
 

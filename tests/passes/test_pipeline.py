@@ -30,8 +30,8 @@ def _targets(gm):
 
 
 def test_order_and_names():
-    names = ["conv_channels_last", "remove_noops", "unused_factors", "fill_constants",
-             "mask_index_put",
+    names = ["conv_channels_last", "scalar_reductions", "remove_noops", "unused_factors",
+             "fill_constants", "mask_index_put",
              "full_reductions", "broadcast_reductions", "short_inner_reductions", "cse", "dce"]
     assert [p.__name__ for p in PIPELINE] == names
     assert list(PASSES) == names + ["linear_epilogues"]
