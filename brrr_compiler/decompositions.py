@@ -179,9 +179,10 @@ def _index_fill(op):
         of a 200 us generated pattern, seed 15 l2, where Inductor fuses it). The mask is
         the positions along `dim` that a gather of those positions at `index` returns:
         the gather wraps negative indices and raises on one out of range (brrr's bounds
-        check: IndexOutOfBounds, an IndexError as eager's). Taken for a self of one dim or
-        more and a 0-d or 1-d int64 index; otherwise ATen's op, a non-dense self cloned
-        first (below)."""
+        check: IndexOutOfBounds, an IndexError as eager's). Taken for a real, non-bool
+        self of one dim or more and a 0-d or 1-d int64 index (a bool self was left to
+        ATen's op rather than checked through the where); otherwise ATen's op, a
+        non-dense self cloned first (below)."""
         if x.dim() > 0 and index.dim() <= 1 and index.dtype == torch.int64 and \
                 x.dtype != torch.bool and not x.is_complex():
             return _index_fill_where(x, dim, index, value)

@@ -38,7 +38,7 @@ def timed_choice(convs: list, left_nchw: set = frozenset()) -> list:
     (or is in `left_nchw`, convolutions that stay NCHW anyway), and the backward ones of
     those (the module note)."""
     faster = {n for n in convs if n.target is aten.convolution.default and not
-              faster_channels_last(*_shapes(n), _after_a_conv(n.args[0]) or _nhwc(n.args[0]))}
+              faster_channels_last(*_shapes(n), _input_nhwc(n))}
     nchw: set = set()
     for n in reversed(convs):
         if n in faster and all(d in nchw or d in left_nchw for d in _convs_after(n)):
@@ -56,7 +56,7 @@ def timed_paying(unpaid: list) -> list:
     1 on the AMD EPYC VM, _conv_timing.py)."""
     for n in unpaid:
         if n.target is aten.convolution.default and clearly_faster_channels_last(
-                *_shapes(n), _after_a_conv(n.args[0]) or _nhwc(n.args[0])):
+                *_shapes(n), _input_nhwc(n)):
             _PAYING_FORWARD.add(_key(n))
     return [n for n in unpaid if _key(n) in _PAYING_FORWARD]
 
@@ -87,6 +87,12 @@ def _key(node: Node) -> tuple:
     x, w, *rest = _shapes(node)
     return (tuple(x.shape), tuple(w.shape), x.dtype, *(tuple(r) if isinstance(r, (list, tuple))
                                                         else r for r in rest[:-1]))
+
+
+def _input_nhwc(conv: Node) -> bool:
+    """Whether the forward convolution's input arrives channels-last: after an earlier
+    convolution (the default's layout) or laid out so already."""
+    return _after_a_conv(conv.args[0]) or _nhwc(conv.args[0])
 
 
 def _nhwc(node: Node) -> bool:
