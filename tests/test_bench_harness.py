@@ -66,6 +66,25 @@ def test_patterns_whose_outputs_outgrow_memory_are_skipped(monkeypatch):
     assert found is None or bp._output_bytes(*found[1:]) < big
 
 
+def test_patterns_with_a_dead_value_outgrowing_memory_are_skipped():
+    """Eager computes values no output reads: seed 55 at 32 MB broadcast a 4M-element
+    tensor into 16 GB that nothing returned, and the pattern search was killed for
+    memory. The meta run measures the largest storage any op makes (an expand's view
+    counts as its base)."""
+    import torch
+    bp = _bench_module("bench_patterns")
+
+    def dead(x):
+        _ = x.unsqueeze(1) * x.reshape(1, -1, 1)     # (8, 32, 4) of float32, never returned
+        return (x.sum(),)
+    x = torch.randn(8, 4)
+    assert bp._output_bytes(dead, [x]) == 4
+    assert bp._largest_value(dead, [x]) == 8 * 32 * 4 * 4
+    assert bp._largest_value(lambda t: (t.expand(1000, 8, 4),), [x]) == 128
+    found = bp.pattern_at(55, 32 << 20)
+    assert found is None or bp._largest_value(*found[1:]) <= bp.max_output_bytes()
+
+
 def test_llc_size_classes_scale_the_cache_this_process_gets(monkeypatch):
     """The llc classes scale the measured share of the last-level cache (a VM's sysfs
     names its chip's whole cache), or --llc-bytes; the smaller classes measure nothing."""
