@@ -26,6 +26,7 @@ from brrr_compiler.codegen.cpp_parallel import parallel_loop
 from brrr_compiler.codegen.cpp_reduce import ReductionPrinter
 from brrr_compiler.codegen.cpp_replicate import replicated_loops
 from brrr_compiler.codegen.cpp_half import staged_halves, staged_loop
+from brrr_compiler.codegen.cpp_staging import staged_row
 from brrr_compiler.codegen.cpp_stream import NextRows, chunked_loop
 from brrr_compiler.codegen.cpp_tiled import tiled_loops
 from brrr_compiler.codegen.cpp_types import CTYPE, STORAGE
@@ -258,6 +259,12 @@ def _inner_loops(k: Kernel, pieces: list, sched: CppSchedule, before: set[str]) 
             lines += chunked_loop(piece.body, stream, v, start, end,
                                   lambda s: stmt_line(s, dtypes), cexpr, "    ", ahead, rows,
                                   sched.copy_strided)
+            continue
+        if sched.staged:         # a short row's masks as int lanes (cpp_staging.py)
+            dtypes = {**known, **{s.out: s.dtype for s in piece.body if s.out}}
+            lines += staged_row(piece.body, v, start, end, int(piece.ranges[-1]),
+                                lambda s: stmt_line(s, dtypes), cexpr, "    ",
+                                sched.staged[0][1])
             continue
         if any(staged_halves(piece, piece.body)) or sched.copy_strided:
             # float16 through F16C (cpp_half.py), strided loads copied (cpp_strided.py)

@@ -131,6 +131,19 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
     return lines, [_restaged(s, loads, halves, stores, position, lane) for s in body], after
 
 
+def staged_row(body: list[Stmt], inner, lo: str, hi: str, extent: int, line, cexpr,
+               indent: str, bits: int) -> list[str]:
+    """A pointwise kernel's inner loop over [lo, hi) of a short static row (`extent`
+    values at most) with its masks staged as `bits`-wide lanes (schedule/rows.py
+    `short_row_masks`): the copies, the `omp simd` loop over the restaged body, the
+    copies out, in a block of their own. `line(stmt)` prints one statement."""
+    lines, body, after = stage(body, inner, lo, hi, extent, cexpr, indent + "  ", bits)
+    loop = [f"{indent}  #pragma omp simd",
+            f"{indent}  for (int64_t {inner} = {lo}; {inner} < {hi}; ++{inner}) {{"]
+    loop += [f"{indent}    {line(s)}" for s in body] + [f"{indent}  }}"]
+    return [f"{indent}{{"] + lines + loop + after + [f"{indent}}}"]
+
+
 def _float_copies(body: list[Stmt]) -> list[Stmt]:
     """The half loads `body` reads from float arrays: all float16 ones (F16C), bfloat16
     ones where the walk folds or calls libm (the note); a walk staged only for its

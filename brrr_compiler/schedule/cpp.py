@@ -107,19 +107,24 @@ def _pointwise(k: Kernel, num_threads: int, prefetch: bool) -> CppSchedule:
         stored = min(inner, tile) * (outer[rep] if rep is not None else 1)   # per item
         fork = forks(items, stored, PARALLEL_MIN_NUMEL)
     per_row = _per_row(tabled_k, pieces)
-    rows = () if pieces or rep is not None or period else row_tabled(tabled_k, per_row)
-    stream = frozenset() if pieces or rep is not None else frozenset(streamed(k))
+    rows_ = () if pieces or rep is not None or period else row_tabled(tabled_k, per_row)
+    plain = not pieces and rep is None
+    gather = gathered_rows(k) if plain else ()
+    # masks of short rows staged as int lanes (rows.short_row_masks); the staging copies
+    # strided loads too, and its loop does not stream
+    staged = rows.short_row_masks(k) if plain and not period and not gather else ()
+    stream = frozenset(streamed(k)) if plain and not staged else frozenset()
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep, period=period,
                        tables=tables, table_dims=dims if tables else (),
                        per_call=_per_call(k, tabled_k, tables),
-                       per_row=per_row, row_tables=rows,
+                       per_row=per_row, row_tables=rows_, staged=staged,
                        prefetch=ahead_loads(k) if stream and prefetch else frozenset(),
-                       gather_rows=() if pieces or rep is not None else gathered_rows(k),
-                       copy_strided=frozenset() if pieces or rep is not None
-                       else strided_libm_loads(k),
+                       gather_rows=gather,
+                       copy_strided=strided_libm_loads(k) if plain and not staged
+                       else frozenset(),
                        unswitch=() if rep is not None else
-                       outer_select_conditions(load_row_tables(k, rows)))
+                       outer_select_conditions(load_row_tables(k, rows_)))
 
 
 def _per_call(k: Kernel, tabled_k: Kernel, tables: tuple[str, ...]) -> frozenset[str]:
