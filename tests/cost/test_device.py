@@ -320,3 +320,27 @@ def test_llc_share_is_sysfs_or_what_x_plus_1_keeps_cached(monkeypatch):
     assert asked[-1] == [8 << 20, 16 << 20, 32 << 20, 64 << 20], asked   # twice sysfs at most
     kept.value = 0                     # even 4x the L2s streams: the L2s are all there is
     assert calibration._llc_share("/x", 2 << 20, 32 << 20, 40e9, None, lines.append) == 2 << 20
+
+
+def test_cached_extent_times_the_kernel_not_the_graph_call(monkeypatch):
+    """The cache share is decided on x + 1's kernel replayed natively: through the
+    graph's call (Dynamo, the runner, a fresh output: 160-180 us at 8 MB moved on a slow
+    VM, the kernel 89) 8 MB moved ran under 1.3x the stream and 32 MB of L3 read as
+    none. The graph call is timed only where the kernel cannot be replayed (ATen ran
+    it)."""
+    from brrr_compiler import calibration_kernels as ck
+    rate = {8 << 20: 94e9, 16 << 20: 90e9, 32 << 20: 48e9, 64 << 20: 34e9}
+    monkeypatch.setattr(ck, "_compiled", lambda *a, **k: (lambda x: x + 1))
+    monkeypatch.setattr(ck, "_replayed_per_call",
+                        lambda fn, x, cache_dir, clock: x.numel() * 8 / rate[x.numel() * 8])
+    through_call = []
+
+    def per_call(fn, args, calls, rounds, clock):
+        through_call.append(args[0].numel() * 8)
+        return 110e-6 + args[0].numel() * 8 / rate[args[0].numel() * 8]
+    monkeypatch.setattr(ck, "_per_call", per_call)
+    moved = sorted(rate)
+    assert ck.cached_extent("/x", moved, 34e9) == 32 << 20 and not through_call
+    monkeypatch.setattr(ck, "_replayed_per_call", lambda fn, x, cache_dir, clock: None)
+    assert ck.cached_extent("/x", moved, 34e9) == 0       # the call's 110 us count
+    assert through_call == [8 << 20]
