@@ -73,7 +73,9 @@ class CppSchedule:
     #                                  that prefetch their next row (schedule/gather.py)
     scratch_rows: tuple[tuple[str, str], ...] = ()   # rows: (scratch, output row holding it)
     online: int | None = None        # rows: first of the two phases folded in one walk
-    staged: tuple[tuple[int, int], ...] = ()   # rows: (phase, lane bits) staging byte loads
+    staged: tuple[tuple[int, int], ...] = ()   # rows: (phase, lane bits) staging byte loads;
+    #                                  pointwise: ((0, bits),) for a short row's masks
+    #                                  (schedule/cpp.py short_row_masks)
     sum_lanes: tuple[tuple[int, int], ...] = ()   # rows: (phase, lanes) adding its sums in a
     #                                  block of lanes (codegen/cpp_sum_lanes.py)
     split_min_red: int = SPLIT_MIN_RED   # rows: a row this long splits when rows are few

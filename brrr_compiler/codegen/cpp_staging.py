@@ -24,6 +24,12 @@ staged. Those loops are staged at any row length. Lanes are 64-bit where the loo
 computes in double (16 int32 lanes against 8 double lanes left the exp of the sum walk
 on scalar calls) and 32-bit otherwise; the schedule records the width per phase.
 
+A pointwise loop has no sums to fold, but the same vector sizing hurts it where its row
+is short: with bytes in it gcc wants 32 (AVX2) or 64 (AVX-512) iterations per vector, a
+row of 31 has fewer, and gcc fell back to 4 float lanes, each libm call through its
+4-lane clone. Such loops (a static row under 64 with a transcendental: schedule/cpp.py
+`short_row_masks`) stage their bytes the same way (`staged_row`).
+
 Only loads of 1-byte types whose index uses no value loaded in the loop (a gather's
 index) are staged; the values are the same (a bool reads back as `!= 0`, an int8 keeps
 its value in int32), so the printed body only reads another array.
@@ -134,7 +140,7 @@ def stage(body: list[Stmt], inner: str, lo: str, hi: str, chunk: int, cexpr,
 def staged_row(body: list[Stmt], inner, lo: str, hi: str, extent: int, line, cexpr,
                indent: str, bits: int) -> list[str]:
     """A pointwise kernel's inner loop over [lo, hi) of a short static row (`extent`
-    values at most) with its masks staged as `bits`-wide lanes (schedule/rows.py
+    values at most) with its masks staged as `bits`-wide lanes (schedule/cpp.py
     `short_row_masks`): the copies, the `omp simd` loop over the restaged body, the
     copies out, in a block of their own. `line(stmt)` prints one statement."""
     lines, body, after = stage(body, inner, lo, hi, extent, cexpr, indent + "  ", bits)

@@ -110,9 +110,9 @@ def _pointwise(k: Kernel, num_threads: int, prefetch: bool) -> CppSchedule:
     rows_ = () if pieces or rep is not None or period else row_tabled(tabled_k, per_row)
     plain = not pieces and rep is None
     gather = gathered_rows(k) if plain else ()
-    # masks of short rows staged as int lanes (rows.short_row_masks); the staging copies
+    # masks of short rows staged as int lanes (short_row_masks); the staging copies
     # strided loads too, and its loop does not stream
-    staged = rows.short_row_masks(k) if plain and not period and not gather else ()
+    staged = short_row_masks(k) if plain and not period and not gather else ()
     stream = frozenset(streamed(k)) if plain and not staged else frozenset()
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep, period=period,
@@ -156,6 +156,37 @@ def strided_libm_loads(k: Kernel) -> frozenset[str]:
         return frozenset()
     return frozenset(s.buffer for s in rows.strided_loads(
         k.body, k.loop_vars[-1], rows.FLOAT_TYPES | rows.HALF_TYPES))
+
+
+BYTE_VECTOR = 64       # bytes in the widest x86 vector (AVX-512)
+
+
+def short_row_masks(k: Kernel) -> tuple[tuple[int, int], ...]:
+    """((0, lane bits),) where a pointwise kernel's inner loop, over a static extent
+    shorter than BYTE_VECTOR, reads or writes bytes (masks) beside a transcendental
+    function: its loads are staged as integer lanes before the loop and its bool
+    stores after it, as the reduction walks' are (rows._staged, codegen/cpp_staging.py),
+    else ().
+
+    gcc sizes a loop's vectors by its narrowest type: with bytes in it a vector holds 32
+    (AVX2) or 64 (AVX-512) of them, more than the row has, so gcc fell back to 16 byte
+    lanes, 4 float lanes, half of AVX2's, and each libm call went through a 4-lane clone
+    widened to the 8-lane kernel. Generated pattern 6 at the L2 size (log1p of a (7, 13,
+    8, 31) input beside a (7, 13, 1, 31) bool mask, an isnan | mask stored): its kernel
+    alone 98 -> 58 us, one thread, on an AVX2 EPYC; with a multiply-add in place of
+    log1p 18.9 -> 17.7 (the copies cost nothing)."""
+    if not k.loop_vars or k.is_reduction:
+        return ()
+    n = sympy.sympify(k.ranges[-1])
+    if not (n.is_Integer and 0 < int(n) < BYTE_VECTOR):
+        return ()
+    body = k.body
+    if not (rows.byte_loads(body) or rows.bool_stores(body)):
+        return ()
+    if not any(s.op in scalar_ops.TABLE and scalar_ops.TABLE[s.op].cost >=
+               scalar_ops.TRANSCENDENTAL for s in body):
+        return ()
+    return ((0, 64 if any(s.dtype is torch.float64 for s in body if s.out) else 32),)
 
 
 MAX_CONDITIONS = 3         # an unswitched loop is printed 2^n times (codegen/cpp_unswitch.py)

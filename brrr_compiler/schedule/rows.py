@@ -15,7 +15,7 @@ import torch
 
 from brrr_compiler.kernel_ir import ARG_FOLDS, Kernel, Stmt
 from brrr_compiler.machine import stages_store
-from brrr_compiler.scalar_ops import TABLE, TRANSCENDENTAL
+from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes
 from brrr_compiler.schedule.stream import streamed_rows
@@ -214,35 +214,6 @@ def _staged(k: Kernel) -> tuple[tuple[int, int], ...]:
             out.append((i, 64 if any(s.dtype is torch.float64 for s in p.body if s.out)
                         else 32))
     return tuple(out)
-
-
-BYTE_VECTOR = 64       # bytes in the widest x86 vector (AVX-512)
-
-
-def short_row_masks(k: Kernel) -> tuple[tuple[int, int], ...]:
-    """((0, lane bits),) where a pointwise kernel's inner loop, over a static extent
-    shorter than BYTE_VECTOR, reads or writes bytes (masks) beside a transcendental
-    function: its loads are staged as integer lanes before the loop and its bool
-    stores after it, as _staged's walks are (codegen/cpp_staging.py), else ().
-
-    gcc sizes a loop's vectors by its narrowest type: with bytes in it a vector holds 32
-    (AVX2) or 64 (AVX-512) of them, more than the row has, so gcc fell back to 16 byte
-    lanes, 4 float lanes, half of AVX2's, and each libm call went through a 4-lane clone
-    widened to the 8-lane kernel. Generated pattern 6 at the L2 size (log1p of a (7, 13,
-    8, 31) input beside a (7, 13, 1, 31) bool mask, an isnan | mask stored): its kernel
-    alone 98 -> 58 us, one thread, on an AVX2 EPYC; with a multiply-add in place of
-    log1p 18.9 -> 17.7 (the copies cost nothing)."""
-    if not k.loop_vars or k.is_reduction:
-        return ()
-    n = sympy.sympify(k.ranges[-1])
-    if not (n.is_Integer and 0 < int(n) < BYTE_VECTOR):
-        return ()
-    body = k.body
-    if not (byte_loads(body) or bool_stores(body)):
-        return ()
-    if not any(s.op in TABLE and TABLE[s.op].cost >= TRANSCENDENTAL for s in body):
-        return ()
-    return ((0, 64 if any(s.dtype is torch.float64 for s in body if s.out) else 32),)
 
 
 def _lane_bound(k: Kernel, staged: tuple) -> tuple:

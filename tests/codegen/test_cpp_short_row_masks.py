@@ -1,6 +1,6 @@
 """A pointwise loop over a short static row (fewer than 64 elements) that reads or
 writes bytes (a bool mask) beside a transcendental function stages its byte loads as
-int lanes before the loop and its bool stores after it (schedule/rows.py
+int lanes before the loop and its bool stores after it (schedule/cpp.py
 `short_row_masks`, codegen/cpp_staging.py `staged_row`): with bytes in the loop gcc
 sized its vectors for more bytes than the row held and fell back to a quarter of the
 float lanes. The text, and values and gradients against eager on odd rows, NaN and
