@@ -24,6 +24,15 @@ def test_channels_last_copies_of_weights(shape):
                         grad=False, strict=True)
 
 
+@pytest.mark.parametrize("taps", [1, 2, 5, 7, 8, 12, 15])
+def test_every_short_extent(taps):
+    """Extents below, at and past the 8-float rows that machines without AVX-512 transpose
+    in (four 8x8 blocks per 16x16 one): each block's partial last row and the blocks past
+    column 8 holding only the extent's remainder."""
+    check_against_eager(lambda w: w.clone(memory_format=torch.channels_last),
+                        _weights((3, 40, 1, taps), taps), grad=False, strict=True)
+
+
 def test_bits_are_kept():
     w = _weights((16, 64, 3, 3))
     bits = w.view(torch.int32).clone()
