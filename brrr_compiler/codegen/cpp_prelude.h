@@ -407,12 +407,23 @@ static inline void brrr_t8_stages(brrr_v8f r[8]) {
   BRRR_T_STAGE(1, ((brrr_v8i){0, 8, 2, 10, 4, 12, 6, 14}), ((brrr_v8i){1, 9, 3, 11, 5, 13, 7, 15}))
 }
 // brrr_transpose16k as above, 8x8 at a time: rows whose 8-float load ends inside the
-// block (15 * ss + k) load whole, the others copy their columns below k.
+// block (15 * ss + k) load whole, the others copy their columns below k. One or two
+// columns past the last 8 (a 3x3 weight's ninth tap) are gathered a column at a time:
+// an 8x8 transpose for them cost as much as for eight, and its last row's partial copy
+// stalled store forwarding (that weight copy 1.6x faster so, in C alone).
 static inline void brrr_transpose16k(const float* src, int64_t ss, float* dst, int64_t ds, int k) {
   const int64_t end = 15 * ss + k;
   for (int rb = 0; rb < 16; rb += 8) {
     for (int cb = 0; cb < k; cb += 8) {
       const int kc = k - cb < 8 ? k - cb : 8;
+      if (kc <= 2) {
+        for (int c = cb; c < k; ++c) {
+          float col[8];
+          for (int i = 0; i < 8; ++i) col[i] = src[(rb + i) * ss + c];
+          memcpy(dst + c * ds + rb, col, 32);
+        }
+        continue;
+      }
       brrr_v8f r[8];
       for (int i = 0; i < 8; ++i) {
         const int64_t at = (rb + i) * ss + cb;
