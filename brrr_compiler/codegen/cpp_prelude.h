@@ -335,8 +335,9 @@ static inline float brrr_expf_nonpos(float x) {
 // Without AVX-512, gcc lowers those 16-lane two-source shuffles to one scalar move per
 // element (678 vmovss in the 9-tap weight copy on an AVX2 EPYC; the copy ran 1.8x eager's
 // time). There each 16x16 block is four 8x8 transposes of 8-lane rows, whose stages gcc
-// maps to vperm2f128, vshufps and vunpck/blend on 256-bit registers (NEON: zip/uzp);
-// the two off-diagonal 8x8 blocks trade places by where they are stored.
+// maps to vperm2f128, vshufps, vpermilps and vblendps on AVX2's 256-bit registers; the
+// two off-diagonal 8x8 blocks trade places by where they are stored.
+
 // one stage over the n rows of r (vectors of type V, index vectors of type VI)
 #define BRRR_T_STAGE_OF(V, VI, n, h, LO, HI)                              \
   for (int i = 0; i < n; ++i) {                                          \
