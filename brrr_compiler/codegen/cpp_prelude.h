@@ -377,9 +377,6 @@ static inline void brrr_transpose16k(const float* src, int64_t ss, float* dst, i
   brrr_t16_stages(r);
   for (int i = 0; i < k; ++i) memcpy(dst + i * ds, &r[i], 64);
 }
-static inline void brrr_transpose16(const float* src, int64_t ss, float* dst, int64_t ds) {
-  brrr_transpose16k(src, ss, dst, ds, 16);
-}
 // brrr_transpose16h: the same for 16-bit elements (float16 and bfloat16 bits): each row
 // widened to 32-bit lanes, the float stages, each row narrowed back (vpmovzxwd and vpmovdw
 // on AVX-512). Copying a 16-bit tile element by element cost ~2 cycles an element: a
@@ -440,9 +437,6 @@ static inline void brrr_transpose16k(const float* src, int64_t ss, float* dst, i
     }
   }
 }
-static inline void brrr_transpose16(const float* src, int64_t ss, float* dst, int64_t ds) {
-  brrr_transpose16k(src, ss, dst, ds, 16);
-}
 typedef uint16_t brrr_v8u16 __attribute__((vector_size(16)));
 static inline void brrr_transpose16h(const uint16_t* src, int64_t ss, uint16_t* dst,
                                      int64_t ds) {
@@ -463,6 +457,9 @@ static inline void brrr_transpose16h(const uint16_t* src, int64_t ss, uint16_t* 
   }
 }
 #endif
+static inline void brrr_transpose16(const float* src, int64_t ss, float* dst, int64_t ds) {
+  brrr_transpose16k(src, ss, dst, ds, 16);
+}
 #undef BRRR_T_STAGE
 #undef BRRR_T_STAGE_OF
 
