@@ -113,7 +113,8 @@ def _pointwise(k: Kernel, num_threads: int, prefetch: bool) -> CppSchedule:
     # masks of short rows staged as int lanes (short_row_masks); the staging copies
     # strided loads too, and its loop does not stream
     staged = short_row_masks(k) if plain and not period and not gather else ()
-    stream = frozenset(streamed(k)) if plain and not staged else frozenset()
+    stream = frozenset(streamed(k, rows_follow=not period)) if plain and not staged \
+        else frozenset()
     return CppSchedule("pointwise", num_threads, forks=fork, inner_tile=tile,
                        pieces=pieces, stream=stream, replicate=rep, period=period,
                        tables=tables, table_dims=dims if tables else (),

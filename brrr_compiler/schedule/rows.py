@@ -18,14 +18,13 @@ from brrr_compiler.machine import stages_store
 from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes
-from brrr_compiler.schedule.stream import streamed_rows
+from brrr_compiler.schedule.stream import LINE_BYTES, streamed_rows  # noqa: F401 (LINE_BYTES: re-exported)
 from brrr_compiler.schedule.flat_rows import flat_phases
 from brrr_compiler.schedule.sum_lanes import sum_lane_phases
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule
 from brrr_compiler.transforms.loops import linear_coeff
 from brrr_compiler.transforms.scratch import rows_in_outputs, scratch_holders
 
-LINE_BYTES = 64
 BYTE_TYPES = frozenset({torch.bool, torch.uint8, torch.int8})
 HALF_TYPES = frozenset({torch.float16, torch.bfloat16})
 FLOAT_TYPES = frozenset({torch.float32, torch.float64})
@@ -70,6 +69,8 @@ def rows(k: Kernel, num_threads: int) -> CppSchedule:
     sizes, red = static_sizes(k.ranges), static_sizes(k.reduction_ranges)
     stream = frozenset(streamed_rows(printed) - stored)   # a column row is one row of values
     lanes = not stream and lane_rows(printed)   # beats the one-walk pair there
+    if not stream and not lanes and columns is None:       # short rows, one after another
+        stream = frozenset(streamed_rows(printed, rows_follow=True))
     online, staged = None if lanes else online_index(printed), _staged(printed)
     least = PARALLEL_MIN_NUMEL if columns or lanes else \
         -(-PARALLEL_MIN_NUMEL // _walks(printed, online))

@@ -8,6 +8,13 @@ x + 1 won 25%, but a 2-vCPU VM on a Xeon with 480 MB of L3 kept a 32 MB output c
 (eager's ordinary stores: 1.23 ms) where streaming it past the cache took 3.04 ms, and
 from 128 MB on the two stores ran alike (benchmarks/results/notes.md, "Streaming stores
 from the LLC sysfs reports").
+
+A pointwise kernel's short rows stream where the output's rows follow one another in
+memory and each is a whole number of cache lines: a thread's work items are consecutive
+rows, so its stores are one long run of whole lines, as a long row's are (MIN_RUN's short
+runs were rows whose stores jump: rotary's 32-wide halves). A 128 MB float64 output in rows
+of 512 took 16-20 GB/s with ordinary stores, the same bytes in rows of 1024 (streamed) 48
+(AMD EPYC VM without AVX-512; benchmarks/results/notes.md, "Short rows stream").
 """
 from __future__ import annotations
 
@@ -23,9 +30,14 @@ from brrr_compiler.transforms.loops import linear_coeff
 # bare bf16 a + b but lost 4-9% on kernels busy with bf16 rounding (SiLU*b, bias+GELU, an
 # RMS norm), which is where models spend their bf16 kernels (the template handles them)
 STREAM_DTYPES = frozenset({torch.float32, torch.float64})
+LINE_BYTES = 64
 MIN_RUN = 1024                  # inner loops shorter than this store in short runs, where
                                 # partial lines flush the write-combining buffers
                                 # (benchmarks/results/notes.md, "Streaming stores")
+# a row kernel's rows that follow one another stream from this length: below it a layer
+# norm's streamed rows lost (128-384 floats: 1.06-1.23x its time) where a row minus its
+# mean won at every length (0.80-0.87x); from 512 both won (0.70-0.85x; "Short rows stream")
+MIN_ROW_RUN = 512
 
 
 def stream_min_bytes() -> int:
@@ -33,27 +45,56 @@ def stream_min_bytes() -> int:
     return cache_sizes()[1]
 
 
-def streamed(k: Kernel) -> set[str]:
+def streamed(k: Kernel, rows_follow: bool = False) -> set[str]:
     """Buffers of `k`'s float32/float64 stores that stream: contiguous along an inner loop of
     at least MIN_RUN, each writing at least stream_min_bytes() (the caller leaves out an
-    inner loop split at cat boundaries: its pieces are short runs)."""
+    inner loop split at cat boundaries: its pieces are short runs). `rows_follow`: the
+    caller's work items are rows in order (a plain pointwise loop), so a store whose rows
+    follow one another in whole cache lines streams however short its rows (the note)."""
     if k.is_reduction or not k.loop_vars or not all(r.is_Integer for r in k.ranges):
         return set()
-    if int(k.ranges[-1]) < MIN_RUN:
+    numel = int(sympy.Mul(*k.ranges))
+    if int(k.ranges[-1]) >= MIN_RUN:
+        return _contiguous_stores(k, k.loop_vars[-1], numel)
+    if not rows_follow:
         return set()
-    return _contiguous_stores(k, k.loop_vars[-1], int(sympy.Mul(*k.ranges)))
+    return {b for b in _contiguous_stores(k, k.loop_vars[-1], numel)
+            if all(_run(k, s, k.loop_vars, k.ranges) >= MIN_RUN for s in k.body if s.op == "store" and s.buffer == b)}
 
 
-def streamed_rows(k: Kernel) -> set[str]:
+def _run(k: Kernel, store, loop_vars, ranges) -> int:
+    """Values `store` writes at unit stride across the innermost of `loop_vars` (over
+    `ranges`, outermost first) taken together, rows that are whole cache lines only (else
+    0: a line shared by two rows is written by ordinary stores at one row's tail and the
+    next one's head, beside streamed ones)."""
+    inner = int(ranges[-1])
+    if (inner * store.dtype.itemsize) % LINE_BYTES:
+        return 0
+    allv, run = k.all_vars(), 1
+    for v, n in zip(reversed(loop_vars), reversed(ranges)):
+        if int(n) > 1 and linear_coeff(store.index, v, allv) != run:
+            break
+        run *= int(n)
+    return run
+
+
+def streamed_rows(k: Kernel, rows_follow: bool = False) -> set[str]:
     """For a row (reduction) kernel: buffers of float32/float64 stores that stream,
     contiguous along the innermost reduced dim of at least MIN_RUN, each writing at least
-    stream_min_bytes() (the last phase of a softmax or a norm)."""
+    stream_min_bytes() (the last phase of a softmax or a norm). `rows_follow`: the
+    caller walks whole rows in order, so rows of at least MIN_ROW_RUN stream as in
+    `streamed`."""
     ranges = list(k.ranges) + list(k.reduction_ranges)
     if not k.is_reduction or not k.reduction_vars or not all(r.is_Integer for r in ranges):
         return set()
-    if int(k.reduction_ranges[-1]) < MIN_RUN:
+    numel = int(sympy.Mul(*ranges))
+    if int(k.reduction_ranges[-1]) >= MIN_RUN:
+        return _contiguous_stores(k, k.reduction_vars[-1], numel)
+    if not rows_follow or int(k.reduction_ranges[-1]) < MIN_ROW_RUN:
         return set()
-    return _contiguous_stores(k, k.reduction_vars[-1], int(sympy.Mul(*ranges)))
+    order = (*k.loop_vars, *k.reduction_vars), ranges
+    return {b for b in _contiguous_stores(k, k.reduction_vars[-1], numel)
+            if all(_run(k, s, *order) >= MIN_RUN for s in k.body if s.op == "store" and s.buffer == b)}
 
 
 def _contiguous_stores(k: Kernel, inner, numel: int) -> set[str]:

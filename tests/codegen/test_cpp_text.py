@@ -249,7 +249,7 @@ def test_bfloat16_softmax_keeps_a_float_scratch_row():
 
 def test_outputs_larger_than_the_cache_stream_past_it():
     """Stores of a 32 MB output go through a staging array and brrr_stream; a small
-    output, and a row shorter than MIN_RUN, store directly (cpp_stream.py)."""
+    output stores directly (cpp_stream.py)."""
     big = cpp.kernel_source(_kernel(lambda x: x * 2 + 1, torch.randn(4096, 2048))[1], 2)
     (FileCheck().check("__typeof__(out0[0]) sb_out0[256];").check("sb_out0[i0 - c0] =")
      .check("brrr_stream(&out0[").check("brrr_stream_fence();").run(big))
@@ -258,8 +258,28 @@ def test_outputs_larger_than_the_cache_stream_past_it():
     bf16 = cpp.kernel_source(_kernel(lambda x: x * 2, torch.randn(4096, 4096, dtype=torch.bfloat16))[1], 2)
     assert "brrr_stream" not in bf16                # see cpp_stream.STREAM_DTYPES
     small = cpp.kernel_source(_kernel(lambda x: x * 2 + 1, torch.randn(64, 2048))[1], 2)
-    short = cpp.kernel_source(_kernel(lambda x: x[:, :128] * 2, torch.randn(65536, 256))[1], 2)
-    assert "brrr_stream" not in small and "brrr_stream" not in short
+    assert "brrr_stream" not in small
+
+
+def test_short_rows_stream_where_they_follow_one_another_in_whole_lines():
+    """A pointwise output's rows shorter than MIN_RUN stream where each row is whole cache
+    lines and the next row follows it (schedule/stream.py); rows of 100 floats share lines
+    with their neighbours and keep ordinary stores. Row kernels stream such rows from
+    MIN_ROW_RUN on."""
+    from brrr_compiler.schedule.stream import MIN_ROW_RUN
+
+    lines = cpp.kernel_source(_kernel(lambda x: x[:, :128] * 2, torch.randn(65536, 256))[1], 2)
+    FileCheck().check("__typeof__(out0[0]) sb_out0[256];").check("brrr_stream(&out0[").run(lines)
+    shared = cpp.kernel_source(_kernel(lambda x: x[:, :100] * 2, torch.randn(90000, 128))[1], 2)
+    assert "brrr_stream" not in shared
+
+    def centred(x):
+        return x - x.mean(-1, keepdim=True)
+
+    rows = cpp.kernel_source(_kernel(centred, torch.randn(16384, MIN_ROW_RUN))[1], 2)
+    FileCheck().check("brrr_stream(&out0[").check("brrr_stream_fence();").run(rows)
+    short = cpp.kernel_source(_kernel(centred, torch.randn(32768, MIN_ROW_RUN // 2))[1], 2)
+    assert "brrr_stream" not in short
 
 
 def test_tiled_transpose_streams_each_tile_row():

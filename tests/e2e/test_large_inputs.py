@@ -59,6 +59,20 @@ def test_streamed_outputs_match_eager(fn, dtype):
     check_against_eager(fn, x, grad=False)
 
 
+@pytest.mark.parametrize("fn,shape", [
+    (lambda x: torch.relu(x * 2 + 1), (16, 64, 112, 112)),          # rows of 112 floats
+    (lambda x: x.expand(4, 4, 8192, 64) * 0.5, (4, 1, 8192, 64)),   # rows of 64, broadcast
+    (lambda x: x - x.mean(-1, keepdim=True), (16400, 512)),         # a row kernel's rows
+], ids=["pointwise", "broadcast", "rows"])
+def test_short_streamed_rows_match_eager(fn, shape):
+    """Rows shorter than MIN_RUN stream where they follow one another in whole cache lines
+    (schedule/stream.py): each row's chunk streams on its own; NaN and -0.0 pass as eager's."""
+    x = torch.randn(shape)
+    x.view(-1)[[5, 70001]] = torch.tensor([float("nan"), -0.0])
+    check_against_eager(fn, x, grad=False)
+    check_against_eager(fn, x.to(torch.float64), grad=False)
+
+
 def test_streamed_tiled_transpose_matches_eager():
     """The tiled schedule streams its output a tile row at a time (cpp_tiled.py); odd
     sizes leave partial tiles at both edges."""
