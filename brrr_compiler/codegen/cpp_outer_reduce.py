@@ -50,7 +50,7 @@ from brrr_compiler.codegen.cpp_reduce import CHUNK, ReductionPrinter
 from brrr_compiler.codegen.cpp_types import held_ctype
 from brrr_compiler.kernel_ir import ARG_FOLDS, Phase, Stmt
 from brrr_compiler.schedule.columns import column_prefetch_loads
-from brrr_compiler.schedule.rows import LINE_BYTES
+from brrr_compiler.schedule.stream import LINE_BYTES
 from brrr_compiler.transforms.hoist import column_row_level
 
 PREFETCH_BYTES = 64 * 1024   # how far ahead of the row being read its input is requested

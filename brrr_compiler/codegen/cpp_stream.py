@@ -52,7 +52,7 @@ import sympy
 from brrr_compiler.codegen.cpp_prefetch import LOCALITY
 from brrr_compiler.codegen.cpp_strided import strided_copies
 from brrr_compiler.kernel_ir import Stmt
-from brrr_compiler.schedule.rows import LINE_BYTES
+from brrr_compiler.schedule.stream import LINE_BYTES
 from brrr_compiler.transforms.loops import linear_coeff
 
 CHUNK = 256                     # values staged per streamed store (<= 2 KB: stays in L1)

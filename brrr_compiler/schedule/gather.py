@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 
 from brrr_compiler.kernel_ir import Kernel
-from brrr_compiler.schedule.rows import LINE_BYTES
+from brrr_compiler.schedule.stream import LINE_BYTES
 from brrr_compiler.transforms.loops import linear_coeff
 
 # Sources smaller than this are gathered without: on an AMD EPYC (512 KB L2 a core, 32 MB

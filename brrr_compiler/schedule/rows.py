@@ -18,7 +18,7 @@ from brrr_compiler.machine import stages_store
 from brrr_compiler.scalar_ops import TABLE
 from brrr_compiler.schedule.online import online_index
 from brrr_compiler.schedule.parallel import forks, product, static_sizes
-from brrr_compiler.schedule.stream import LINE_BYTES, streamed_rows  # noqa: F401 (LINE_BYTES: re-exported)
+from brrr_compiler.schedule.stream import LINE_BYTES, streamed_rows
 from brrr_compiler.schedule.flat_rows import flat_phases
 from brrr_compiler.schedule.sum_lanes import sum_lane_phases
 from brrr_compiler.schedule_ir import PARALLEL_MIN_NUMEL, CppSchedule

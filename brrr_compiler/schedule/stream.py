@@ -30,7 +30,7 @@ from brrr_compiler.transforms.loops import linear_coeff
 # bare bf16 a + b but lost 4-9% on kernels busy with bf16 rounding (SiLU*b, bias+GELU, an
 # RMS norm), which is where models spend their bf16 kernels (the template handles them)
 STREAM_DTYPES = frozenset({torch.float32, torch.float64})
-LINE_BYTES = 64
+LINE_BYTES = 64                 # a cache line
 MIN_RUN = 1024                  # inner loops shorter than this store in short runs, where
                                 # partial lines flush the write-combining buffers
                                 # (benchmarks/results/notes.md, "Streaming stores")
