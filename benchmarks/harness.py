@@ -85,15 +85,50 @@ def interleaved(
     single-threaded one (eager's 25 ms of a pattern brrr runs in 35 us) paid for waking
     the idle cores: 375 us, then 67, 43, 39 (benchmarks/results/notes.md, "The fn after
     eager"). The order is shuffled each round (seeded), so that no fn always runs after
-    the same one."""
+    the same one. Before the rounds, each fn runs until its calls stop page-faulting
+    (`steady_heap`)."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     names, order = list(fns), random.Random(0)
+    for fn in fns.values():
+        steady_heap(fn, args)
     for _ in range(rounds):
         for name in order.sample(names, len(names)):
             fn = fns[name]
             settle(fn, args)
             times[name].append(per_round(time_fn(fn, args, 0, iters)))
     return times
+
+
+# A call that page-faults fewer pages than this runs on memory the heap already holds
+STEADY_FAULTS = 64
+
+
+def steady_heap(fn: Callable, args, max_calls: int = 12, seconds: float = 2.0) -> int:
+    """Call `fn` untimed until one call page-faults fewer than STEADY_FAULTS pages (at most
+    `max_calls` calls or `seconds`, at least one); returns the calls made.
+
+    Why. The malloc environment the suites ask for (MALLOC_MMAP_MAX_=0 and a high trim
+    threshold) keeps freed memory in the heap, but torch allocates with posix_memalign(64),
+    and glibc 2.36 served each 64 MB request of the kind from fresh heap pages, every
+    page faulted in and zeroed, for the first nine calls (a C loop of posix_memalign, memset
+    and free: 16384 faults a call, the heap growing 64 MB a call, then none), where malloc
+    reused the freed block at once. A few warm calls left the first rounds of a large case
+    paying those faults (benchmarks/results/notes.md, "Aligned allocations fault until the
+    heap settles")."""
+    try:
+        import resource
+    except ImportError:            # not on Linux/Unix: nothing to measure
+        fn(*args)
+        return 1
+    start = time.perf_counter()
+    for calls in range(1, max_calls + 1):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        fn(*args)
+        _sync(args)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+        if faults < STEADY_FAULTS or time.perf_counter() - start >= seconds:
+            return calls
+    return max_calls
 
 
 def settle(fn: Callable, args, calls: int = 5, seconds: float = 2e-3) -> None:

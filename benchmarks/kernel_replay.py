@@ -16,6 +16,7 @@ from typing import NamedTuple
 from brrr_compiler.config import build_config
 from brrr_compiler.runtime import replay, trampoline
 from brrr_compiler.runtime.profiling import KernelCall
+from harness import steady_heap
 
 CALL_S = 0.01        # one timed call (or Python loop) lasts about this long
 
@@ -43,7 +44,7 @@ def time_calls(calls: list[KernelCall], lib, rounds: int,
                                        in from_python else lib)) for call in calls]
     repeats = []
     for _, run, _ in runners:
-        run(1)                                          # warm: pages, caches, threads
+        steady_heap(run, (1,))          # warm: pages, caches, threads, the heap (harness.py)
         once = replay.per_repeat(run, 1)
         repeats.append(max(1, min(100_000, int(CALL_S / max(once, 1e-7)))))
     times = [[] for _ in runners]

@@ -1,5 +1,6 @@
 """The benchmarks' timing harness (benchmarks/harness.py): fits, backend names, and how
 interleaved rounds call each function. Call counts only; no timing is asserted."""
+import mmap
 import time
 from pathlib import Path
 
@@ -36,8 +37,29 @@ def test_interleaved_settles_each_fn_before_its_timed_calls():
         time.sleep(0.003)
 
     times = harness.interleaved({"fast": fast, "slow": slow}, (), rounds=2, iters=3)
-    assert calls == {"fast": 2 * (5 + 3), "slow": 2 * (1 + 3)}
+    # one call each first, which faults no pages: the heap is steady (steady_heap)
+    assert calls == {"fast": 1 + 2 * (5 + 3), "slow": 1 + 2 * (1 + 3)}
     assert [len(t) for t in times.values()] == [2, 2]
+
+
+def test_steady_heap_calls_until_a_call_faults_no_pages():
+    """A fn whose first calls touch fresh pages is called again until a call faults fewer
+    than STEADY_FAULTS pages; one that never settles stops at max_calls."""
+    harness = _bench_module("harness")
+    kept = []
+
+    def touch_fresh_pages():         # a new anonymous mapping, every page written
+        m = mmap.mmap(-1, 4 * harness.STEADY_FAULTS * mmap.PAGESIZE)
+        for off in range(0, len(m), mmap.PAGESIZE):
+            m[off] = 1
+        kept.append(m)
+
+    def fresh_three_times():
+        if len(kept) < 3:
+            touch_fresh_pages()
+
+    assert harness.steady_heap(fresh_three_times, ()) == 4
+    assert harness.steady_heap(touch_fresh_pages, (), max_calls=3) == 3
 
 
 def test_bench_compile_takes_bare_model_names_and_refuses_unknown_ones(monkeypatch):
