@@ -23,9 +23,10 @@ DeviceSpec it saves).
                            exp(-x), 1 and 4 times) for a function of another's result
     reduce folds           x.sum(-1), x.amax(-1) over 192 and 768 cache-resident rows
     scalar transcendental  sin inside a row argmax (a loop that does not vectorize)
-    overheads              one-element graphs of 1 and 17 kernels (fusion "none"): the
-                           slope is the per-kernel cost, the intercept the per-call cost;
-                           again with segments off: a kernel's call from Python
+    overheads              one-element graphs of 1 and 65 kernels (fusion "none"), timed
+                           in alternating batches: the slope is the per-kernel cost, the
+                           intercept the per-call cost; again with segments off: a
+                           kernel's call from Python
     fork overhead          an empty OpenMP parallel region on all threads, 10000 times in
                            one native call
     stream prefetch        brrr kernels x * 0.5 - 1.0 and x * y - z on inputs twice the
