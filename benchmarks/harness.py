@@ -20,6 +20,11 @@ from typing import Callable
 
 import torch
 
+try:
+    import resource
+except ImportError:  # pragma: no cover - not Unix
+    resource = None
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Tolerances for comparing a compiled backend against eager, per output dtype.
@@ -115,9 +120,7 @@ def steady_heap(fn: Callable, args, max_calls: int = 12, seconds: float = 2.0) -
     reused the freed block at once. A few warm calls left the first rounds of a large case
     paying those faults (benchmarks/results/notes.md, "Aligned allocations fault until the
     heap settles")."""
-    try:
-        import resource
-    except ImportError:            # not on Linux/Unix: nothing to measure
+    if resource is None:               # not on Linux/Unix: nothing to measure
         fn(*args)
         return 1
     start = time.perf_counter()

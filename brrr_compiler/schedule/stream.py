@@ -53,13 +53,31 @@ def streamed(k: Kernel, rows_follow: bool = False) -> set[str]:
     follow one another in whole cache lines streams however short its rows (the note)."""
     if k.is_reduction or not k.loop_vars or not all(r.is_Integer for r in k.ranges):
         return set()
-    numel = int(sympy.Mul(*k.ranges))
-    if int(k.ranges[-1]) >= MIN_RUN:
-        return _contiguous_stores(k, k.loop_vars[-1], numel)
-    if not rows_follow:
+    return _streams(k, k.loop_vars, k.ranges, rows_follow)
+
+
+def streamed_rows(k: Kernel, rows_follow: bool = False) -> set[str]:
+    """For a row (reduction) kernel: buffers of float32/float64 stores that stream,
+    contiguous along the innermost reduced dim of at least MIN_RUN, each writing at least
+    stream_min_bytes() (the last phase of a softmax or a norm). `rows_follow`: the
+    caller walks whole rows in order, so rows of at least MIN_ROW_RUN stream as in
+    `streamed`."""
+    ranges = list(k.ranges) + list(k.reduction_ranges)
+    if not k.is_reduction or not k.reduction_vars or not all(r.is_Integer for r in ranges):
         return set()
-    return {b for b in _contiguous_stores(k, k.loop_vars[-1], numel)
-            if all(_run(k, s, k.loop_vars, k.ranges) >= MIN_RUN for s in k.body if s.op == "store" and s.buffer == b)}
+    short = rows_follow and int(k.reduction_ranges[-1]) >= MIN_ROW_RUN
+    return _streams(k, (*k.loop_vars, *k.reduction_vars), ranges, short)
+
+
+def _streams(k: Kernel, loop_vars, ranges, short_rows: bool) -> set[str]:
+    """The streamed buffers of `k` walked over `loop_vars` (static `ranges`, outermost
+    first; the stores step along the innermost): all contiguous stores where that loop is
+    at least MIN_RUN long, else, where `short_rows`, those whose rows run on (`_run`)."""
+    found = _contiguous_stores(k, loop_vars[-1], int(sympy.Mul(*ranges)))
+    if int(ranges[-1]) >= MIN_RUN:
+        return found
+    return {s.buffer for s in k.body if short_rows and s.op == "store" and s.buffer in found
+            and _run(k, s, loop_vars, ranges) >= MIN_RUN}
 
 
 def _run(k: Kernel, store, loop_vars, ranges) -> int:
@@ -76,25 +94,6 @@ def _run(k: Kernel, store, loop_vars, ranges) -> int:
             break
         run *= int(n)
     return run
-
-
-def streamed_rows(k: Kernel, rows_follow: bool = False) -> set[str]:
-    """For a row (reduction) kernel: buffers of float32/float64 stores that stream,
-    contiguous along the innermost reduced dim of at least MIN_RUN, each writing at least
-    stream_min_bytes() (the last phase of a softmax or a norm). `rows_follow`: the
-    caller walks whole rows in order, so rows of at least MIN_ROW_RUN stream as in
-    `streamed`."""
-    ranges = list(k.ranges) + list(k.reduction_ranges)
-    if not k.is_reduction or not k.reduction_vars or not all(r.is_Integer for r in ranges):
-        return set()
-    numel = int(sympy.Mul(*ranges))
-    if int(k.reduction_ranges[-1]) >= MIN_RUN:
-        return _contiguous_stores(k, k.reduction_vars[-1], numel)
-    if not rows_follow or int(k.reduction_ranges[-1]) < MIN_ROW_RUN:
-        return set()
-    order = (*k.loop_vars, *k.reduction_vars), ranges
-    return {b for b in _contiguous_stores(k, k.reduction_vars[-1], numel)
-            if all(_run(k, s, *order) >= MIN_RUN for s in k.body if s.op == "store" and s.buffer == b)}
 
 
 def _contiguous_stores(k: Kernel, inner, numel: int) -> set[str]:
