@@ -58,10 +58,71 @@ def eager_layout(op, decomposition):
             want = _eager_kernel_layout(op, args, kwargs, op(*args, **kwargs))
         if isinstance(out, (tuple, list)):
             laid = [_to_layout(o, w) for o, w in zip(out, want)]
+            for i, o in enumerate(laid):
+                _remember(o, op, args, kwargs, i)
             # a decomposition's named tuple takes its fields positionally
             return out._make(laid) if hasattr(out, "_make") else type(out)(laid)
-        return _to_layout(out, want)
+        laid = _to_layout(out, want)
+        _remember(laid, op, args, kwargs, None)
+        return laid
     return run
+
+
+# node.meta key: (op, args, kwargs, output index) of the op whose decomposition made the
+# node, its tensor arguments as Inputs (eager_strides.follow_eager lays it out again)
+DECOMPOSED_FROM = "brrr_decomposed_from"
+
+
+class Input(str):
+    """The name of the node a decomposed op read as an argument."""
+
+
+def _remember(value, op, args, kwargs, index) -> None:
+    """Note on the traced node of `value` which op it decomposes and from what: the trace
+    lays it out by its inputs' fake strides, which eager_strides may correct later (a
+    bfloat16 `sub` of an expanded and a transposed input is row-major to FakeTensor,
+    transposed in eager), and then the node must follow, as eager's op would."""
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
+    mode = get_proxy_mode()
+    if mode is None or not isinstance(value, torch.Tensor):
+        return
+
+    def node(t):
+        slot = get_proxy_slot(t, mode.tracer, None) if isinstance(t, torch.Tensor) else None
+        return t if slot is None else slot.proxy.node
+
+    made = node(value)
+    args, kwargs = torch.utils._pytree.tree_map(
+        lambda a: Input(a.name) if isinstance(a, torch.fx.Node) else a,
+        torch.utils._pytree.tree_map(node, (args, kwargs)))
+    leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+    # a decomposition that returns an input as it is made no node
+    if isinstance(made, torch.fx.Node) and made.name not in leaves and not any(
+            isinstance(a, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))
+            for a in leaves):
+        made.meta[DECOMPOSED_FROM] = (op, args, kwargs, index)
+
+
+def eager_result(n: torch.fx.Node, vals: dict):
+    """The result the op that `n`'s decomposition stands for gives in eager, from the
+    values `vals` (node name -> FakeTensor) of the nodes it read; None where `n` is no
+    such node, or one of those nodes is gone (a partitioner's cut) or has no value. Run
+    under the graph's fake mode."""
+    made = n.meta.get(DECOMPOSED_FROM)
+    if made is None:
+        return None
+    op, args, kwargs, index = made
+    missing = object()
+    args, kwargs = torch.utils._pytree.tree_map(
+        lambda a: vals.get(a, missing) if isinstance(a, Input) else a, (args, kwargs))
+    if any(a is missing for a in torch.utils._pytree.tree_leaves((args, kwargs))):
+        return None
+    try:
+        want = _eager_kernel_layout(op, args, kwargs, op(*args, **kwargs))
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        # the trace ran it on the same shapes; on any surprise the node keeps its layout
+        return None
+    return want if index is None else want[index]
 
 
 # losses with reduction="none" whose eager kernels lay the loss out by a rule of their

@@ -12,8 +12,11 @@ every dim): an output of shape (4, 3, 8, 1) came out (24, 1, 3, 3), eager's (24,
 So each pointwise op of the op table that eager runs through TensorIterator gets the
 strides ti_strides.py computes as TensorIterator does; where they differ from its
 FakeTensor's, the node gets a FakeTensor with them, and every node that reads a value
-whose strides changed is traced again. Symbolic sizes and empty outputs keep
-FakeTensor's strides.
+whose strides changed is traced again. A node that ends a decomposition of an op
+reading such a value is laid out again as that op lays its result out
+(decomposition_layout's eager_result): retracing the decomposition's last op (a cat
+standing for a select_scatter) would follow that op's rule, not the decomposed one's.
+Symbolic sizes and empty outputs keep FakeTensor's strides.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.fx.node import map_arg
 
-from brrr_compiler import ops
+from brrr_compiler import decomposition_layout, ops
 from brrr_compiler.ti_strides import operands as ti_operands, output_strides
 
 def follow_eager(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -40,11 +43,41 @@ def follow_eager(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         for n in nodes:
             if any(a in changed for a in n.all_input_nodes) and _retrace(n):
                 changed.add(n)
-            if _restride(n):
+            if _restride(n) or (_any_changed(n, changed) and _relayout(n)):
                 changed.add(n)
             if n in changed and _keeps_its_trace(n, traced[n]):
                 changed.discard(n)
     return gm
+
+
+def _any_changed(n: torch.fx.Node, changed: set) -> bool:
+    """Whether a node that the op `n`'s decomposition stands for read was restrided."""
+    made = n.meta.get(decomposition_layout.DECOMPOSED_FROM)
+    return made is not None and any(
+        a in {c.name for c in changed} for a in torch.utils._pytree.tree_leaves(made[1:3])
+        if isinstance(a, decomposition_layout.Input))
+
+
+def _relayout(n: torch.fx.Node) -> bool:
+    """Give the node that ends an op's decomposition the strides eager's op gives its
+    result from its inputs' corrected strides (decomposition_layout's eager_result): the
+    cat that stands for a select_scatter of a restrided base is laid out as that base.
+    True if they differ from its FakeTensor's. A node read by a view its strides decide
+    keeps them (_keeps_its_trace)."""
+    val = n.meta.get("val")
+    if not isinstance(val, torch.Tensor) or _is_view(n) or not _static(val) or \
+            val.numel() == 0 or any(u.target in _STRIDED_VIEWS for u in n.users):
+        return False
+    vals = {m.name: m.meta["val"] for m in n.graph.nodes if "val" in m.meta}
+    want = decomposition_layout.eager_result(n, vals)
+    if not isinstance(want, torch.Tensor) or want.shape != val.shape or \
+            want.dtype != val.dtype or not _static(want) or \
+            tuple(want.stride()) == tuple(val.stride()) or \
+            not torch._prims_common.is_non_overlapping_and_dense_or_false(want):
+        return False
+    n.meta["val"] = torch.empty_strided(val.shape, want.stride(), dtype=val.dtype,
+                                        device=val.device)
+    return True
 
 
 # views whose meaning depends on their input's strides

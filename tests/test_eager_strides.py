@@ -201,3 +201,23 @@ def test_softmax_of_a_transposed_difference_is_contiguous_as_eager(dtype, op):
     x0 = torch.randn(2, 2, 1, generator=gen).to(dtype).expand(2, 2, 5)
     x1 = torch.randn(1, 5, 2, generator=gen).to(dtype).transpose(-1, -2)
     check_against_eager(lambda a, b: getattr(a - b, op)(2), x0, x1, grad=False)
+
+
+def write_into_a_row_of_a_difference(a, b):
+    v = a[..., ::2].t() - b
+    v.select(0, 0).mul_(-1)
+    return torch.relu(v)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dtype_id)
+def test_a_write_into_a_restrided_value_keeps_its_eager_layout(dtype):
+    """The in-place mul becomes a select_scatter over the difference, which brrr writes
+    as a cat laid out as the difference was traced: row-major in float16/bfloat16, where
+    eager's (and eager_strides', later) is transposed. The cat must follow the corrected
+    layout, as eager's select_scatter would (fuzz seed 311835: brrr's result was (31, 1)-
+    strided, eager's (1, 50))."""
+    gen = torch.Generator().manual_seed(311835)
+    a = torch.randn(31, 1, generator=gen).to(dtype).expand(31, 100)
+    b = torch.randn(31, 50, generator=gen).to(dtype).t()
+    check_against_eager(write_into_a_row_of_a_difference, a.requires_grad_(),
+                        b.requires_grad_(), grad=True, strict=True)
