@@ -79,10 +79,28 @@ def scalar_loops(source: str, flags, libs, work: Path) -> list[tuple[str, str]]:
     for i, line in enumerate(lines, start=1):
         m = re.match(r'extern "C" [^(]*?(\w+)\(', line)
         kernel = m.group(1) if m else kernel
-        near = {i + 1, i + 2}
-        if line.strip().startswith("#pragma omp simd") and near & failed and not near & done:
+        if not line.strip().startswith("#pragma omp simd"):
+            continue
+        # gcc places a loop's report on its `for` line, the line after it, or, for a
+        # long body, a line inside it (a column walk's max over a relu: line 3 of it)
+        body = set(range(i + 1, _loop_end(lines, i) + 1))
+        if body & failed and not body & done:
             found.append((kernel, "\n".join(lines[i:i + 12])))
     return found
+
+
+def _loop_end(lines: list[str], pragma: int) -> int:
+    """The 1-based line that closes the loop whose `for` follows the pragma on line
+    `pragma` (1-based); the `for` line itself when it has no braced body."""
+    if "{" not in lines[pragma]:            # `for (...) one statement;`
+        return pragma + 2 if not lines[pragma].rstrip().endswith(";") else pragma + 1
+    depth, opened = 0, False
+    for j in range(pragma, len(lines)):
+        depth += lines[j].count("{") - lines[j].count("}")
+        opened = opened or "{" in lines[j]
+        if opened and depth <= 0:
+            return j + 1
+    return pragma + 1
 
 
 def main(argv=None) -> None:
