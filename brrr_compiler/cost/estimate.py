@@ -163,6 +163,11 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0,
         # them (from_kernel._scattered): a line per element, from where the kernel's bytes are
         t += stats.scattered_bytes * (hit * _cached(device, 0.0, slow)
                                       + (1 - hit) / device.dram_bandwidth)
+    if stats.gathered_bytes:
+        # a column walk's loads strided along its columns and rows: a line per element
+        # (from_kernel._gathered), from the cache when the working set fits there
+        t += stats.gathered_bytes * (hit * _cached(device, 0.0, slow)
+                                     + (1 - hit) / device.dram_bandwidth)
     if stats.reread_bytes:
         # a row is read again right after its first pass: what stays cached in between is
         # one row per thread (in L2 when a row fits, else as much of the LLC as it takes)

@@ -22,7 +22,9 @@ stays in the core's cache: it costs no memory traffic. An index loaded from a te
 (gather's, embedding's) takes at most one value per point its index tensor is read at, and
 at most its dim's extent. A column fold is one fold of the column kind
 per point (its partial rows stay in cache too); the columns phase runs once per point
-of the reduction domain. Loads, stores and rounding casts of float16 and bfloat16 values
+of the reduction domain. A column walk's load that steps a line or more along its
+columns and is strided along the reduced dim too moves a line per element in each
+phase reading it (`_gathered`). Loads, stores and rounding casts of float16 and bfloat16 values
 cost the conversions the printer writes for them (scalar_ops.CONVERSION_COST, or
 conversions.HARDWARE_COST where the target's instructions convert them); a cast
 marked exact (transforms/exact_casts.py) prints none.
@@ -192,6 +194,10 @@ def kernel_stats(kernel: Kernel, schedule: CppSchedule | TritonSchedule,
                               staged)
         if walk is not None and name in outputs:
             _scattered(stats, walk, indices, extents, itemsize(dtypes[name]), hints, nbytes)
+        elif walk is not None:
+            stats.gathered_bytes += _gathered(kernel, walk, indices, extents,
+                                              itemsize(dtypes[name]), hints, nbytes,
+                                              max(len(loop_phases), 1))
         if blocks:
             stats.transposed_bytes += _transposed_bytes(indices, extents, inner, staged,
                                                         itemsize(dtypes[name]), hints, sources)
@@ -240,6 +246,27 @@ def _scattered(stats: KernelStats, walk, indices, extents: dict, size: int,
         return
     stats.scattered_bytes += buffer_bytes(indices, extents, col, size, hints) - dense
     stats.scattered_span = max(stats.scattered_span, points * LINE * len(strided))
+
+
+def _gathered(kernel: Kernel, walk, indices, extents: dict, size: int, hints: dict | None,
+              dense: int, phases: int) -> int:
+    """Bytes beyond the dense count of a column walk's loads that step a line or more along
+    its columns and by other than 0 or 1 along the reduced dim (a transposed operand
+    contiguous along the work items' dim): a line per element, in each of the `phases`
+    reading them. The walk stages them a row at a time, each element from a line of its
+    own, and the line comes back from cache only when the next work item reads its
+    neighbour (a shorter column stride, a step-sliced input, shares its lines within the
+    work item: left dense). The log_softmax over dim 0 of a
+    (31, 32, 64, 128) bfloat16 sum with a last-two-dims-transposed operand took 24-34 ms
+    a call (1.7-1.9x eager's time), the dense count said 2. A load contiguous along the
+    reduced dim reads whole lines as it walks."""
+    col, red = walk[0], kernel.reduction_vars[-1] if kernel.reduction_vars else None
+    if red is None:
+        return 0
+    moved = sum(_footprint([e], extents, hints) * LINE for e in indices
+                if inner_stride(e, col, hints) * size >= LINE
+                and inner_stride(e, red, hints) not in (0, 1))
+    return max(moved * phases - dense, 0) if moved else 0
 
 
 def _chained(body) -> set[str]:

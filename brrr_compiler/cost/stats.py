@@ -52,6 +52,8 @@ class KernelStats:
     #                                the lines they move beyond their footprint, paid when
     scattered_span: int = 0        # the lines one work item touches (bytes) outlast a core's
     #                                L2 before the next work item reuses them
+    gathered_bytes: int = 0        # a column walk's loads strided along both its columns and
+    #                                the reduced dim: a line per element in each phase
     transposed_bytes: int = 0      # of bytes_read and bytes_written: operands a tiled kernel
     #                                moves through block transposes
     forks: bool | None = None      # the schedule's word on running on several threads

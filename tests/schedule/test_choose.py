@@ -119,6 +119,27 @@ def test_the_cost_model_counts_the_schedule_it_is_given():
     assert any(op.endswith("@columns") for _, op in as_columns.special)
 
 
+def test_a_column_walk_counts_a_line_per_element_of_a_doubly_strided_operand():
+    """A column walk stages a load strided along both its columns and the reduced dim (an
+    operand transposed in its last two dims, reduced over dim 0) one element per cache
+    line, in each phase reading it (cost/from_kernel._gathered); a load contiguous along
+    the reduced dim reads whole lines as it walks, and counts as dense."""
+    def f(a, b):
+        return (a + b).amax(0)
+
+    u = torch.randn(8, 4, 16, 128)
+    doubly = torch.randn(8, 4, 128, 16).transpose(-1, -2)
+    along_rows = torch.randn(4, 16, 128, 8).permute(3, 0, 1, 2)
+    counted = []
+    for b in (doubly, along_rows):
+        k = _kernel(f, u, b)
+        sched = choose(k, "cpp", 2)
+        assert sched.kind == "columns", sched
+        counted.append(kernel_stats(k, sched).gathered_bytes)
+    assert counted == [8 * 4 * 16 * 128 * (64 - 4), 0]     # a line each, less the dense 4
+    check_against_eager(f, u, doubly)
+
+
 def test_short_masked_rows_stage_their_masks():
     """A masked softmax's sum over short rows copies the mask to int32 lanes first
     (codegen/cpp_staging.py); over long rows it keeps the byte loads."""
