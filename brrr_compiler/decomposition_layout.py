@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from brrr_compiler import ti_strides
+from brrr_compiler.log import logger
 
 aten = torch.ops.aten
 
@@ -119,8 +120,10 @@ def eager_result(n: torch.fx.Node, vals: dict):
         return None
     try:
         want = _eager_kernel_layout(op, args, kwargs, op(*args, **kwargs))
-    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as err:
         # the trace ran it on the same shapes; on any surprise the node keeps its layout
+        logger.debug("brrr: %s keeps its traced layout: %s on the corrected inputs "
+                     "raised %s", n.name, op, err)
         return None
     return want if index is None else want[index]
 

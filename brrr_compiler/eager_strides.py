@@ -53,9 +53,11 @@ def follow_eager(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 def _any_changed(n: torch.fx.Node, changed: set) -> bool:
     """Whether a node that the op `n`'s decomposition stands for read was restrided."""
     made = n.meta.get(decomposition_layout.DECOMPOSED_FROM)
-    return made is not None and any(
-        a in {c.name for c in changed} for a in torch.utils._pytree.tree_leaves(made[1:3])
-        if isinstance(a, decomposition_layout.Input))
+    if made is None:
+        return False
+    names = {c.name for c in changed}
+    return any(isinstance(a, decomposition_layout.Input) and a in names
+               for a in torch.utils._pytree.tree_leaves(made[1:3]))
 
 
 def _relayout(n: torch.fx.Node) -> bool:

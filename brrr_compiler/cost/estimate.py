@@ -158,16 +158,13 @@ def memory_seconds(stats: KernelStats, device: DeviceSpec, slow: float = 1.0,
     in_l2 = hit_fraction(ws, device.l2_bytes * max(device.threads / slow, 1.0), L2_RAMP)
     moved = stats.bytes + (device.transpose_cost - 1.0) * stats.transposed_bytes
     t = moved * (hit * _cached(device, in_l2, slow) + (1 - hit) / device.dram_bandwidth)
-    if stats.scattered_bytes and stats.scattered_span > device.l2_bytes:
-        # a column walk's transposed lines are evicted before the next work item reuses
-        # them (from_kernel._scattered): a line per element, from where the kernel's bytes are
-        t += stats.scattered_bytes * (hit * _cached(device, 0.0, slow)
-                                      + (1 - hit) / device.dram_bandwidth)
-    if stats.gathered_bytes:
-        # a column walk's loads strided along its columns and rows: a line per element
-        # (from_kernel._gathered), from the cache when the working set fits there
-        t += stats.gathered_bytes * (hit * _cached(device, 0.0, slow)
-                                     + (1 - hit) / device.dram_bandwidth)
+    # a line per element, from where the kernel's bytes are (the LLC for the share that
+    # fits, else memory): a column walk's transposed stores, evicted before the next work
+    # item reuses them (from_kernel._scattered), and its loads strided along both its
+    # columns and rows (from_kernel._gathered)
+    lines = stats.gathered_bytes + (stats.scattered_bytes
+                                    if stats.scattered_span > device.l2_bytes else 0)
+    t += lines * (hit * _cached(device, 0.0, slow) + (1 - hit) / device.dram_bandwidth)
     if stats.reread_bytes:
         # a row is read again right after its first pass: what stays cached in between is
         # one row per thread (in L2 when a row fits, else as much of the LLC as it takes)

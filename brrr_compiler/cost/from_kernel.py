@@ -24,8 +24,8 @@ at most its dim's extent. A column fold is one fold of the column kind
 per point (its partial rows stay in cache too); the columns phase runs once per point
 of the reduction domain. A column walk's load that steps a line or more along its
 columns and is strided along the reduced dim too moves a line per element in each
-phase reading it (`_gathered`). Loads, stores and rounding casts of float16 and bfloat16 values
-cost the conversions the printer writes for them (scalar_ops.CONVERSION_COST, or
+phase reading it (`_gathered`). Loads, stores and rounding casts of float16 and
+bfloat16 values cost the conversions the printer writes for them (scalar_ops.CONVERSION_COST, or
 conversions.HARDWARE_COST where the target's instructions convert them); a cast
 marked exact (transforms/exact_casts.py) prints none.
 """
@@ -256,17 +256,17 @@ def _gathered(kernel: Kernel, walk, indices, extents: dict, size: int, hints: di
     reading them. The walk stages them a row at a time, each element from a line of its
     own, and the line comes back from cache only when the next work item reads its
     neighbour (a shorter column stride, a step-sliced input, shares its lines within the
-    work item: left dense). The log_softmax over dim 0 of a
-    (31, 32, 64, 128) bfloat16 sum with a last-two-dims-transposed operand took 24-34 ms
-    a call (1.7-1.9x eager's time), the dense count said 2. A load contiguous along the
-    reduced dim reads whole lines as it walks."""
+    work item: left dense). The log_softmax over dim 0 of a (31, 32, 64, 128) bfloat16
+    sum with a last-two-dims-transposed operand took 22-34 ms a call (1.7-2.1x eager's
+    time), the dense count said 2. A load contiguous along the reduced dim reads whole
+    lines as it walks."""
     col, red = walk[0], kernel.reduction_vars[-1] if kernel.reduction_vars else None
     if red is None:
         return 0
     moved = sum(_footprint([e], extents, hints) * LINE for e in indices
                 if inner_stride(e, col, hints) * size >= LINE
                 and inner_stride(e, red, hints) not in (0, 1))
-    return max(moved * phases - dense, 0) if moved else 0
+    return max(moved * phases - dense, 0)
 
 
 def _chained(body) -> set[str]:
